@@ -1,0 +1,230 @@
+"""NodeInventory -> Ray resources and node labels (schema version 1).
+
+This is the only module that knows Ray's names. Discovery knows nothing of Ray; this module knows
+nothing of sysfs.
+
+Labels (DESIGN section 4): ``ray.io/accelerator-type`` and, for TPU, ``ray.io/tpu-slice-name``,
+``ray.io/tpu-worker-id``, ``ray.io/tpu-topology``, ``ray.io/tpu-pod-type`` exactly as Ray's own TPU
+manager emits them; ``ray.io/gpu-domain`` for a multi-node NVLink domain; everything else under
+``rayaccel.io/``. Every value is sanitised to Ray's selector syntax; a value that cannot be made
+valid is dropped rather than published.
+
+Resources keep Ray's names (``GPU``, ``TPU``, ``neuron_cores``, ``accelerator_type:<T>``) so Ray's
+own managers keep setting ``CUDA_VISIBLE_DEVICES`` & co. For TPU the ``<slice-name>`` and (on
+worker 0) ``TPU-<pod-type>-head`` resources that ``ray.util.tpu`` needs are added.
+
+Several families on one node: each family's resources are all published (Ray itself keeps one,
+chosen in hash order). The schema labels describe the *primary* family (the one with the most
+devices; ties broken by backend name); ``rayaccel.io/families`` lists all of them and every other
+family gets ``rayaccel.io/<backend>-sku`` and ``rayaccel.io/<backend>-count``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_key, is_valid_value, sanitize_value
+from .model import SCHEMA_VERSION, NodeDescription, NodeInventory
+
+__all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "label_key", "GPUDIRECT_PATHS"]
+
+# A device "has GPUDirect" when its nearest NIC sits behind the same PCIe switch.
+GPUDIRECT_PATHS = ("PIX", "PXB")
+_GIB = 1 << 30
+
+
+def label_key(name: str) -> str:
+    return f"{PROJECT_PREFIX}/{name}"
+
+
+@dataclass(frozen=True)
+class RayNodeSpec:
+    """What a node hands Ray: resources (``GPU`` included) and labels."""
+
+    resources: Mapping[str, float] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resources", MappingProxyType(dict(sorted(self.resources.items()))))
+        object.__setattr__(self, "labels", MappingProxyType(dict(sorted(self.labels.items()))))
+
+    @property
+    def num_gpus(self) -> float | None:
+        return self.resources.get("GPU")
+
+    def custom_resources(self) -> dict[str, float]:
+        """Resources other than ``GPU`` (Ray takes GPUs through ``num_gpus``)."""
+        return {k: v for k, v in self.resources.items() if k != "GPU"}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"resources": {k: _num(v) for k, v in self.resources.items()}, "labels": dict(self.labels)}
+
+    # -- other delivery formats (``ray-accel ray-args --format``) -------------------------------
+
+    def ray_start_flags(self) -> list[str]:
+        """``ray start`` arguments: ``--num-gpus``, ``--resources`` JSON, ``--labels k=v,...``."""
+        flags: list[str] = []
+        if self.num_gpus is not None:
+            flags += ["--num-gpus", str(_num(self.num_gpus))]
+        custom = self.custom_resources()
+        if custom:
+            flags += ["--resources", json.dumps({k: _num(v) for k, v in custom.items()}, separators=(",", ":"))]
+        if self.labels:
+            flags += ["--labels", ",".join(f"{k}={v}" for k, v in self.labels.items())]
+        return flags
+
+    def labels_yaml(self) -> str:
+        """A ``ray start --labels-file`` YAML document (values quoted)."""
+        return "".join(f"{k}: {json.dumps(v)}\n" for k, v in self.labels.items())
+
+    def env_exports(self) -> str:
+        """``RAY_OVERRIDE_RESOURCES`` / ``RAY_OVERRIDE_LABELS`` shell exports."""
+        res = json.dumps({k: _num(v) for k, v in self.resources.items()}, separators=(",", ":"))
+        lab = json.dumps(dict(self.labels), separators=(",", ":"))
+        return f"export RAY_OVERRIDE_RESOURCES={shlex.quote(res)}\nexport RAY_OVERRIDE_LABELS={shlex.quote(lab)}\n"
+
+
+def _num(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+def degraded_spec(reason: str | None = None) -> RayNodeSpec:
+    """The spec of a node whose discovery failed entirely: schema and ``discovery=degraded``."""
+    return RayNodeSpec(labels={label_key("schema"): str(SCHEMA_VERSION), label_key("discovery"): "degraded"})
+
+
+def _primary(descs: tuple[NodeDescription, ...]) -> NodeDescription:
+    return sorted(descs, key=lambda d: (-len(d.devices), d.backend))[0]
+
+
+def to_ray_node(inventory: NodeInventory) -> RayNodeSpec:
+    """Resources and labels for a node with ``inventory``."""
+    resources: dict[str, float] = {}
+    labels: dict[str, str] = {
+        label_key("schema"): str(SCHEMA_VERSION),
+        label_key("discovery"): "degraded" if inventory.degraded else "ok",
+    }
+    descs = inventory.descriptions
+    if not descs:
+        labels[label_key("count")] = "0"
+        return RayNodeSpec(resources=resources, labels=labels)
+
+    for desc in descs:
+        _add_resources(desc, resources)
+    primary = _primary(descs)
+    _add(labels, label_key("families"), ".".join(sorted(d.backend for d in descs)))
+    _add_family_labels(primary, labels)
+    for desc in descs:
+        if desc is not primary:
+            _add(labels, label_key(f"{desc.backend.replace('_', '-')}-sku"), desc.sku.name)
+            _add(labels, label_key(f"{desc.backend.replace('_', '-')}-count"), str(len(desc.devices)))
+    return RayNodeSpec(resources=resources, labels=labels)
+
+
+def _add(labels: dict[str, str], key: str, value: object) -> None:
+    """Add ``key=value`` if both can be made valid for Ray's selectors."""
+    if value is None or not is_valid_key(key):
+        return
+    text = value if isinstance(value, str) and is_valid_value(value) else sanitize_value(value)
+    if text:
+        labels[key] = text
+
+
+def _add_resources(desc: NodeDescription, resources: dict[str, float]) -> None:
+    quantity = float(desc.resource_quantity)
+    if quantity > 0 and math.isfinite(quantity):
+        resources[desc.resource_name] = resources.get(desc.resource_name, 0.0) + quantity
+    acc_type = desc.sku.ray_accelerator_type
+    if acc_type and quantity > 0:
+        resources[f"accelerator_type:{acc_type}"] = 1.0
+    if desc.resource_name == "TPU":
+        resources.update(_tpu_resources(desc))
+
+
+def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
+    sku = desc.sku
+    if sku.ray_accelerator_type:
+        _add(labels, f"{RAY_PREFIX}/accelerator-type", sku.ray_accelerator_type)
+    _add(labels, label_key("vendor"), sku.vendor)
+    _add(labels, label_key("sku"), sku.name)
+    _add(labels, label_key("generation"), sku.generation)
+    _add(labels, label_key("count"), str(len(desc.devices)))
+    memory = sku.memory_bytes or next((d.memory_bytes for d in desc.devices if d.memory_bytes), None)
+    if memory:
+        _add(labels, label_key("memory-gib"), str(round(memory / _GIB)))
+    _add(labels, label_key("interconnect"), desc.interconnect)
+
+    fabric = desc.fabric
+    if fabric is not None:
+        _add(labels, label_key("fabric-domain"), fabric.id)
+        _add(labels, label_key("fabric-hosts"), str(fabric.hosts))
+        _add(labels, label_key("fabric-worker"), str(fabric.worker))
+        _add(labels, label_key("fabric-topology"), fabric.topology)
+        if fabric.kind == "nvlink-domain" and desc.resource_name == "GPU":
+            _add(labels, f"{RAY_PREFIX}/gpu-domain", fabric.id)
+    if desc.resource_name == "TPU":
+        for key, value in _tpu_labels(desc).items():
+            _add(labels, key, value)
+
+    loc = desc.location
+    _add(labels, label_key("cluster"), loc.cluster)
+    _add(labels, label_key("block"), loc.block)
+    _add(labels, label_key("rack"), loc.rack)
+
+    numa = {d.numa_node for d in desc.devices if d.numa_node is not None}
+    if numa:
+        _add(labels, label_key("numa-nodes"), str(len(numa)))
+    _add(labels, label_key("rdma-nics"), str(len(desc.nics)))
+    if desc.nics:
+        direct = bool(desc.devices) and all(
+            any(n.path in GPUDIRECT_PATHS for n in d.nics) for d in desc.devices
+        )
+        _add(labels, label_key("gpudirect"), "true" if direct else "false")
+
+    for key, value in desc.attributes.items():
+        _add(labels, key, value)
+
+
+# -- TPU: Ray 2.60's TPUAcceleratorManager names (reference/ray-2.60.md section 5) ---------------
+
+
+def ray_tpu_pod_type(product: str | None) -> str | None:
+    """Ray's pod type for an accelerator-type string: ``tpu7x-8`` -> ``v7x-8`` (Ray normalises)."""
+    if not product:
+        return None
+    if product.startswith("tpu"):
+        return "v" + product[len("tpu"):]
+    return product
+
+
+def _tpu_labels(desc: NodeDescription) -> dict[str, str]:
+    fabric = desc.fabric
+    if fabric is None or fabric.kind != "tpu-slice":
+        return {}
+    out = {
+        f"{RAY_PREFIX}/tpu-slice-name": fabric.id,
+        f"{RAY_PREFIX}/tpu-worker-id": str(fabric.worker),
+    }
+    if fabric.topology:
+        out[f"{RAY_PREFIX}/tpu-topology"] = fabric.topology
+    pod_type = ray_tpu_pod_type(fabric.product)
+    if pod_type:
+        out[f"{RAY_PREFIX}/tpu-pod-type"] = pod_type
+    return out
+
+
+def _tpu_resources(desc: NodeDescription) -> dict[str, float]:
+    fabric = desc.fabric
+    if fabric is None or fabric.kind != "tpu-slice" or not fabric.id:
+        return {}
+    out = {fabric.id: 1.0}
+    pod_type = ray_tpu_pod_type(fabric.product)
+    if fabric.worker == 0 and pod_type:
+        out[f"TPU-{pod_type}-head"] = 1.0
+    return out

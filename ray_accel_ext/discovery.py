@@ -1,0 +1,109 @@
+"""Run every enabled backend against one host and collect a :class:`NodeInventory`.
+
+Each backend runs in its own daemon thread and the whole run is bounded by the host's deadline
+(``RAY_ACCEL_BUDGET_S``, default 3 s): a backend that is still working when the budget is spent is
+abandoned and reported as a ``budget`` problem, so a stuck file read or tool can never hold up a
+node start. Errors of one backend never hide another's devices.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from .backend import AcceleratorBackend
+from .errors import BackendLoadError, DescriptionError
+from .host import Host, host_from_env
+from .labels import key_prefix
+from .model import NodeDescription, NodeInventory, Problem
+from .registry import load_backends
+
+__all__ = ["discover"]
+
+log = logging.getLogger("ray_accel_ext")
+
+# Grace past the budget for threads that are about to finish; the budget itself is the bound.
+_JOIN_GRACE_S = 0.05
+
+
+def discover(
+    host: Host | None = None,
+    *,
+    backends: Sequence[AcceleratorBackend] | None = None,
+) -> NodeInventory:
+    """Describe every accelerator family on ``host`` (default: ``RAY_ACCEL_ROOT`` or the live host)."""
+    started = time.perf_counter()
+    host = host if host is not None else host_from_env()
+    problems: list[Problem] = []
+
+    if backends is None:
+        def on_error(name: str, exc: BaseException) -> None:
+            problems.append(Problem(backend=name, stage="load", error=type(exc).__name__, message=str(exc)))
+
+        try:
+            backends = load_backends(host.env, on_error=on_error)
+        except BackendLoadError as exc:  # duplicate registrations: loud, but the node still starts
+            problems.append(Problem(backend="registry", stage="load", error=type(exc).__name__, message=str(exc)))
+            backends = []
+
+    results: dict[str, NodeDescription | None] = {}
+    threads: list[tuple[AcceleratorBackend, threading.Thread]] = []
+    lock = threading.Lock()
+
+    def run(backend: AcceleratorBackend) -> None:
+        stage = "detect"
+        try:
+            found = bool(backend.detect(host))
+            stage = "describe"
+            desc = backend.describe(host) if found else None
+            if desc is not None:
+                _check(backend, desc)
+        except Exception as exc:  # noqa: BLE001 - a backend must never take the node down
+            with lock:
+                problems.append(Problem(backend=backend.name, stage=stage, error=type(exc).__name__, message=str(exc)))
+            desc = None
+        with lock:
+            results[backend.name] = desc
+
+    for backend in backends:
+        t = threading.Thread(target=run, args=(backend,), name=f"ray-accel-{backend.name}", daemon=True)
+        t.start()
+        threads.append((backend, t))
+    for backend, t in threads:
+        t.join(host.deadline.remaining() + _JOIN_GRACE_S)
+        if t.is_alive():
+            with lock:
+                problems.append(
+                    Problem(
+                        backend=backend.name,
+                        stage="budget",
+                        error="TimeoutError",
+                        message=f"still running after the {host.deadline.budget_s:g}s discovery budget; abandoned",
+                    )
+                )
+
+    with lock:
+        descriptions = tuple(results[b.name] for b, _ in threads if results.get(b.name) is not None)
+        inventory = NodeInventory(
+            descriptions=descriptions,  # type: ignore[arg-type]
+            problems=tuple(problems),
+            elapsed_s=time.perf_counter() - started,
+        )
+    for reason in inventory.reasons():
+        log.warning("ray_accel_ext discovery degraded: %s", reason)
+    return inventory
+
+
+def _check(backend: AcceleratorBackend, desc: NodeDescription) -> None:
+    if not isinstance(desc, NodeDescription):
+        raise DescriptionError(f"describe() returned {type(desc).__name__}, expected NodeDescription")
+    if desc.backend != backend.name:
+        raise DescriptionError(f"backend is {desc.backend!r}, expected {backend.name!r}", "backend")
+    for key in desc.attributes:
+        if key_prefix(key) != backend.label_prefix:
+            raise DescriptionError(f"key {key!r} is outside the backend's prefix {backend.label_prefix!r}", "attributes")
+    errors = desc.consistency_errors()
+    if errors:
+        raise DescriptionError("; ".join(errors))

@@ -1,0 +1,180 @@
+"""Error taxonomy.
+
+The classes separate the layers an operator must tell apart when a node comes up degraded or a
+placement fails:
+
+* ``DiscoveryError``: the host itself (a sysfs file missing, corrupt or unreadable, a tool that
+  hangs); carries the host path or command.
+* ``ProviderError``: cloud metadata and provider APIs (timeout, HTTP 429 with ``Retry-After``,
+  5xx); carries endpoint, status and retry hint.
+* ``SchedulingError``: placement (no domain free, a request that would split a domain); carries
+  what was asked and what was tried.
+* ``RuntimeTopologyError``: worker-side questions asked outside a task, or about devices the
+  worker was not given.
+* ``BackendLoadError`` / ``DescriptionError``: the extension point (a broken or duplicate
+  backend, a description that does not validate; the latter names the field path).
+
+Every error has ``to_dict()`` so telemetry and ``ray-accel doctor`` can report it as data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "RayAccelError",
+    "DiscoveryError",
+    "HostReadError",
+    "CommandError",
+    "ProviderError",
+    "MetadataTimeout",
+    "MetadataRateLimited",
+    "MetadataServerError",
+    "SchedulingError",
+    "NoDomainAvailable",
+    "WouldSplitDomain",
+    "RuntimeTopologyError",
+    "BackendLoadError",
+    "DescriptionError",
+    "TopologyStringError",
+    "RayVersionError",
+]
+
+
+class RayAccelError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+    layer = "internal"
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": type(self).__name__, "layer": self.layer, "message": self.message, **self.data}
+
+
+# -- hardware discovery -------------------------------------------------------------------------
+
+
+class DiscoveryError(RayAccelError):
+    """Something on the host could not be read or made sense of."""
+
+    layer = "discovery"
+
+
+class HostReadError(DiscoveryError):
+    """A host file or directory is missing where required, unreadable, corrupt, or loops."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}", path=path, reason=reason)
+        self.path = path
+        self.reason = reason
+
+
+class CommandError(DiscoveryError):
+    """An external tool was missing, timed out, failed, or printed something unparsable."""
+
+    def __init__(self, argv: list[str] | tuple[str, ...], reason: str) -> None:
+        super().__init__(f"{argv[0]}: {reason}", argv=list(argv), reason=reason)
+        self.argv = list(argv)
+        self.reason = reason
+
+
+class TopologyStringError(DiscoveryError, ValueError):
+    """A malformed accelerator-type or topology string (``v6e-1x``, ``4x4x``)."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(f"malformed topology string {text!r}: {reason}", text=text, reason=reason)
+        self.text = text
+
+
+# -- provider / metadata ------------------------------------------------------------------------
+
+
+class ProviderError(RayAccelError):
+    """A cloud metadata server or provider API did not give a usable answer."""
+
+    layer = "provider"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint: str,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(
+            message, endpoint=endpoint, status=status, retry_after_s=retry_after_s, attempts=attempts
+        )
+        self.endpoint = endpoint
+        self.status = status
+        self.retry_after_s = retry_after_s
+        self.attempts = attempts
+
+
+class MetadataTimeout(ProviderError):
+    """No answer within the per-call timeout or the discovery budget."""
+
+
+class MetadataRateLimited(ProviderError):
+    """HTTP 429; ``retry_after_s`` holds the server's ``Retry-After`` when it sent one."""
+
+
+class MetadataServerError(ProviderError):
+    """HTTP 5xx, a refused token, a reset connection, or a malformed answer."""
+
+
+# -- scheduling ---------------------------------------------------------------------------------
+
+
+class SchedulingError(RayAccelError):
+    """A placement request could not be satisfied."""
+
+    layer = "scheduling"
+
+
+class NoDomainAvailable(SchedulingError):
+    """No domain of the requested level has enough free capacity (or none exists at all)."""
+
+
+class WouldSplitDomain(SchedulingError):
+    """The request can only be met by spreading one collective group over several domains."""
+
+
+# -- runtime ------------------------------------------------------------------------------------
+
+
+class RuntimeTopologyError(RayAccelError):
+    """A worker-side topology call was made where it cannot be answered."""
+
+    layer = "runtime"
+
+
+# -- extension point ----------------------------------------------------------------------------
+
+
+class BackendLoadError(RayAccelError):
+    """A backend entry point could not be loaded, is malformed, or is registered twice."""
+
+    layer = "extension"
+
+
+class DescriptionError(RayAccelError, ValueError):
+    """A node description does not validate; ``path`` names the field (``devices[3].numa_node``)."""
+
+    layer = "extension"
+
+    def __init__(self, message: str, path: str = "") -> None:
+        full = f"{path}: {message}" if path else message
+        super().__init__(full, path=path)
+        self.path = path
+
+
+class RayVersionError(RayAccelError):
+    """The installed Ray is outside the range a Ray-internal feature was tested with."""
+
+    layer = "extension"

@@ -1,0 +1,402 @@
+"""Frozen, versioned value types that describe the accelerators of one node.
+
+Backends build these; nothing here knows Ray. ``to_dict()``/``from_dict()`` round-trip through
+plain JSON types, and ``from_dict`` raises :class:`DescriptionError` naming the field path
+(``devices[3].numa_node: expected int, got str``).
+
+Shape of a node (``NodeDescription``, one per accelerator family found)::
+
+    sku            what the devices are (vendor, canonical SKU id, generation, Ray type, memory)
+    devices        one entry per schedulable device, ``index`` = Ray's visible-device id
+    links          device-to-device fabric links (NVLink, ICI, NeuronLink, XGMI)
+    nics           RDMA-capable NICs; each device lists its nearest ones with the NCCL path class
+    fabric         the accelerator-fabric domain this host belongs to (slice, NVLink domain, ...)
+    location       provider network hierarchy (zone, cluster, block, rack) when known
+    attributes     vendor labels, every key under the backend's own ``label_prefix``
+    problems       what could not be read; a non-empty tuple makes the node ``degraded``
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Union
+
+from .errors import DescriptionError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "PATH_CLASSES",
+    "Sku",
+    "NicPath",
+    "Device",
+    "Link",
+    "Nic",
+    "Fabric",
+    "Location",
+    "NodeDescription",
+    "Problem",
+    "NodeInventory",
+]
+
+SCHEMA_VERSION = 1
+
+# NCCL/nvidia-smi PCIe path classes, nearest first (NVIDIA/nccl src/include/graph.h).
+PATH_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value or {}))
+
+
+class _Value:
+    """Mixin: dict round trip with path-qualified validation errors."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _dump(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str = ""):
+        return _load(cls, data, path)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sku(_Value):
+    """What a device is.
+
+    Attributes:
+        vendor: lower-case vendor id (``nvidia``, ``google``, ``aws``, ``amd``).
+        name: canonical SKU id (``h100-sxm5-80gb``, ``tpu-v6e``, ``trainium2``); for a device the
+            SKU table does not know, ``<vendor>-unknown-<pci device id>``.
+        generation: architecture or generation (``hopper``, ``v6e``, ``trainium2``, ``unknown``).
+        ray_accelerator_type: Ray's canonical accelerator type (``H100``, ``TPU-V6E``), or None.
+        product: the vendor's product string when known (``NVIDIA H100 80GB HBM3``).
+        memory_bytes: memory per device, when known.
+        pci_device_id: ``0x2330`` style id the SKU was matched from, when PCI based.
+        known: False when the device id is not in the SKU table.
+    """
+
+    vendor: str
+    name: str
+    generation: str
+    ray_accelerator_type: str | None = None
+    product: str | None = None
+    memory_bytes: int | None = None
+    pci_device_id: str | None = None
+    known: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NicPath(_Value):
+    """One NIC as seen from a device: its name and the PCIe path class between them."""
+
+    nic: str
+    path: str
+
+    def __post_init__(self) -> None:
+        if self.path not in PATH_CLASSES:
+            raise DescriptionError(f"expected one of {PATH_CLASSES}, got {self.path!r}", "path")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Device(_Value):
+    """One schedulable accelerator device.
+
+    Attributes:
+        index: logical index 0..n-1; the id Ray hands out for this device (the order of
+            ``CUDA_VISIBLE_DEVICES``, ``TPU_VISIBLE_CHIPS``, ``/dev/neuronN``).
+        id: stable identity: GPU UUID, or PCI address when nothing better exists.
+        pci_address: sysfs form ``0000:18:00.0`` (lower case, 4-digit domain).
+        numa_node: NUMA node, None when unknown (``-1`` in sysfs).
+        cpus: CPUs local to the device (expanded ``local_cpulist``).
+        pcie_switch: PCI address of the topmost switch port above the device, None when the
+            device hangs off a root port directly.
+        memory_bytes: device memory when known per device.
+        cores: compute cores per device (NeuronCores, TensorCores) when meaningful.
+        coords: position in the fabric shape (TPU chip coordinates), when known.
+        nics: nearest RDMA NICs, best path class first.
+    """
+
+    index: int
+    id: str
+    pci_address: str | None = None
+    numa_node: int | None = None
+    cpus: tuple[int, ...] = ()
+    pcie_switch: str | None = None
+    memory_bytes: int | None = None
+    cores: int | None = None
+    coords: tuple[int, ...] | None = None
+    nics: tuple[NicPath, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link(_Value):
+    """A fabric link between two devices of this node (device indices ``a`` < ``b``).
+
+    ``kind`` is the interconnect (``nvlink4``, ``ici``, ``neuronlink-v3``, ``xgmi``); ``lanes`` the
+    number of bonded links (``NV18`` has 18).
+    """
+
+    a: int
+    b: int
+    kind: str
+    lanes: int = 1
+    bandwidth_gbps: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Nic(_Value):
+    """An RDMA-capable network interface (InfiniBand, RoCE, EFA).
+
+    ``kind`` is ``infiniband``, ``roce``, ``efa`` or ``ethernet``; ``netdev`` the Linux interface
+    name when it has one (EFA often has none).
+    """
+
+    name: str
+    kind: str
+    pci_address: str | None = None
+    numa_node: int | None = None
+    netdev: str | None = None
+    rate_gbps: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fabric(_Value):
+    """The accelerator-fabric domain this host belongs to.
+
+    Attributes:
+        kind: ``tpu-slice``, ``nvlink-domain``, ``ultraserver``, ``xgmi-hive`` or ``host`` (a host
+            that is its own domain).
+        id: the domain's identity (slice name, ``<clusterUuid>.<cliqueId>``, server id, host id).
+        hosts: number of hosts in the domain.
+        worker: this host's index within the domain (0 .. hosts-1).
+        topology: the domain's shape (``4x4``, ``2x2x2``), when it has one.
+        product: the provider's name for the domain product (TPU pod type ``v6e-16``,
+            ``trn2u.48xlarge``), when known.
+        hostnames: the domain's hosts in worker order, when known.
+    """
+
+    kind: str
+    id: str
+    hosts: int = 1
+    worker: int = 0
+    topology: str | None = None
+    product: str | None = None
+    hostnames: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Location(_Value):
+    """Provider network hierarchy, coarse to fine; every field optional."""
+
+    provider: str | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    cluster: str | None = None
+    block: str | None = None
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeDescription(_Value):
+    """Everything one backend found on this node.
+
+    Attributes:
+        backend: the entry-point name of the backend that produced it.
+        resource_name: the Ray resource the devices are scheduled by (``GPU``, ``TPU``,
+            ``neuron_cores``); Ray keeps isolating devices under these names.
+        resource_quantity: how much of ``resource_name`` the node offers (devices, or cores).
+        interconnect: device fabric (``nvlink4``, ``nvlink5``, ``ici``, ``neuronlink-v3``,
+            ``xgmi``, ``pcie``).
+        problems: human-readable reasons the description is incomplete (node is ``degraded``).
+    """
+
+    backend: str
+    sku: Sku
+    resource_name: str
+    resource_quantity: float
+    devices: tuple[Device, ...]
+    interconnect: str = "pcie"
+    links: tuple[Link, ...] = ()
+    nics: tuple[Nic, ...] = ()
+    fabric: Fabric | None = None
+    location: Location = field(default_factory=Location)
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", _frozen_mapping(self.attributes))
+        object.__setattr__(self, "resource_quantity", float(self.resource_quantity))
+        if self.schema_version != SCHEMA_VERSION:
+            raise DescriptionError(
+                f"unsupported schema version {self.schema_version} (this package reads {SCHEMA_VERSION})",
+                "schema_version",
+            )
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.problems)
+
+    def consistency_errors(self) -> list[str]:
+        """Cross-field invariants; each message names the field path. Empty when consistent."""
+        errors: list[str] = []
+        n = len(self.devices)
+        for i, dev in enumerate(self.devices):
+            if dev.index != i:
+                errors.append(f"devices[{i}].index: expected {i} (indices must be 0..{n - 1} in order), got {dev.index}")
+        ids = [d.id for d in self.devices]
+        dupes = sorted({x for x in ids if ids.count(x) > 1})
+        if dupes:
+            errors.append(f"devices[*].id: duplicate ids {dupes}")
+        for i, link in enumerate(self.links):
+            for end in ("a", "b"):
+                v = getattr(link, end)
+                if not 0 <= v < n:
+                    errors.append(f"links[{i}].{end}: references device {v} but the node has devices 0..{n - 1}")
+            if link.a == link.b:
+                errors.append(f"links[{i}]: a link from device {link.a} to itself")
+        nic_names = {nic.name for nic in self.nics}
+        if len(nic_names) != len(self.nics):
+            errors.append("nics[*].name: duplicate NIC names")
+        for i, dev in enumerate(self.devices):
+            for j, near in enumerate(dev.nics):
+                if near.nic not in nic_names:
+                    errors.append(f"devices[{i}].nics[{j}].nic: {near.nic!r} is not in nics")
+        if self.fabric is not None:
+            if self.fabric.hosts < 1:
+                errors.append(f"fabric.hosts: expected >= 1, got {self.fabric.hosts}")
+            elif not 0 <= self.fabric.worker < self.fabric.hosts:
+                errors.append(f"fabric.worker: {self.fabric.worker} is outside 0..{self.fabric.hosts - 1}")
+        if self.resource_quantity < 0:
+            errors.append(f"resource_quantity: negative ({self.resource_quantity})")
+        return errors
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Problem(_Value):
+    """Why a backend (not a single field) failed during discovery."""
+
+    backend: str
+    stage: str  # "load" | "detect" | "describe" | "budget"
+    error: str  # error class name
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeInventory(_Value):
+    """All accelerator families found on one node; none is dropped."""
+
+    descriptions: tuple[NodeDescription, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    elapsed_s: float = 0.0
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.problems) or any(d.degraded for d in self.descriptions)
+
+    def reasons(self) -> list[str]:
+        """Every reason this node is degraded, one line each."""
+        out = [f"{p.backend} {p.stage}: {p.error}: {p.message}" for p in self.problems]
+        for d in self.descriptions:
+            out.extend(f"{d.backend}: {msg}" for msg in d.problems)
+        return out
+
+
+# -- generic (de)serialisation ------------------------------------------------------------------
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, _Value):
+        return value.to_dict()
+    if isinstance(value, tuple):
+        return [_dump(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _dump(v) for k, v in value.items()}
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _typename(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _load(tp: Any, data: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if data is None and type(None) in args:
+            return None
+        last: DescriptionError | None = None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _load(arg, data, path)
+            except DescriptionError as exc:
+                last = exc
+        raise last or DescriptionError(f"unexpected {_typename(data)}", path)
+    if isinstance(tp, type) and issubclass(tp, _Value):
+        if not isinstance(data, Mapping):
+            raise DescriptionError(f"expected object, got {_typename(data)}", path)
+        hints = _hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise DescriptionError(f"unknown field(s) {unknown}", path)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            sub = f"{path}.{f.name}" if path else f.name
+            if f.name not in data:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise DescriptionError("required field missing", sub)
+                continue
+            kwargs[f.name] = _load(hints[f.name], data[f.name], sub)
+        try:
+            return tp(**kwargs)
+        except DescriptionError as exc:
+            if path and not exc.path.startswith(path):
+                raise DescriptionError(exc.message.split(": ", 1)[-1], f"{path}.{exc.path}" if exc.path else path) from None
+            raise
+    if origin is tuple:
+        if not isinstance(data, (list, tuple)):
+            raise DescriptionError(f"expected list, got {_typename(data)}", path)
+        (item, _ellipsis) = typing.get_args(tp)
+        return tuple(_load(item, v, f"{path}[{i}]") for i, v in enumerate(data))
+    if origin in (Mapping, dict, typing.Mapping) or tp is Mapping:
+        if not isinstance(data, Mapping):
+            raise DescriptionError(f"expected object, got {_typename(data)}", path)
+        _k, vt = typing.get_args(tp)
+        return {str(k): _load(vt, v, f"{path}[{k!r}]") for k, v in data.items()}
+    if tp is bool:
+        if not isinstance(data, bool):
+            raise DescriptionError(f"expected bool, got {_typename(data)}", path)
+        return data
+    if tp is int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise DescriptionError(f"expected int, got {_typename(data)}", path)
+        return data
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise DescriptionError(f"expected number, got {_typename(data)}", path)
+        return float(data)
+    if tp is str:
+        if not isinstance(data, str):
+            raise DescriptionError(f"expected str, got {_typename(data)}", path)
+        return data
+    raise DescriptionError(f"unsupported type {tp!r}", path)  # pragma: no cover - programming error

@@ -1,0 +1,107 @@
+"""Delivery into Ray at node start.
+
+* ``ray start``: ``RAY_START_HOOK=ray_accel_ext.ray_hook.start_hook``. Ray calls
+  ``start_hook(ray_params, head)`` in the ``ray start`` process just before it starts the node
+  (``ray/scripts/scripts.py``; loaded with ``load_class``, which splits on the last dot).
+* ``ray.init()`` local clusters: :func:`init`, a wrapper that merges the same values into the
+  ``resources=``/``labels=``/``num_gpus=`` arguments.
+
+Both merge with what the user passed, the user's keys winning. Neither ever makes the node fail:
+any error ends in a node labelled ``rayaccel.io/discovery=degraded`` and a log line with the cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from .adapter import RayNodeSpec, degraded_spec, to_ray_node
+from .discovery import discover
+from .host import host_from_env, open_host
+from .telemetry import discovery_event
+
+__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs"]
+
+log = logging.getLogger("ray_accel_ext")
+
+
+def _ensure_log_handler() -> None:
+    # `ray start` configures no handler for foreign loggers; make our warnings visible there.
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s -- %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
+def node_spec(root: str | os.PathLike[str] | None = None) -> RayNodeSpec:
+    """Discover this node (``root`` or ``RAY_ACCEL_ROOT``) and return its Ray resources and labels.
+
+    Never raises: on an unexpected error the spec is ``degraded_spec()`` and the cause is logged.
+    """
+    _ensure_log_handler()
+    try:
+        host = open_host(root) if root is not None else host_from_env()
+        inventory = discover(host)
+        spec = to_ray_node(inventory)
+        discovery_event(inventory, spec)
+        return spec
+    except Exception as exc:  # noqa: BLE001 - the node must start whatever happened here
+        log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s", type(exc).__name__, exc)
+        return degraded_spec(str(exc))
+
+
+def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
+    """Merge ``spec`` into a ``RayParams`` (user-given keys win)."""
+    if spec.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
+        ray_params.num_gpus = int(spec.num_gpus) if float(spec.num_gpus).is_integer() else spec.num_gpus
+    resources = dict(spec.custom_resources())
+    resources.update(getattr(ray_params, "resources", None) or {})
+    ray_params.resources = resources
+    labels = dict(spec.labels)
+    labels.update(getattr(ray_params, "labels", None) or {})
+    ray_params.labels = labels
+
+
+def start_hook(ray_params: Any, head: bool) -> None:
+    """The ``RAY_START_HOOK`` entry point. Never raises."""
+    try:
+        spec = node_spec()
+        merge_into_params(ray_params, spec)
+        log.info(
+            "ray_accel_ext: %s node gets resources %s and %d labels (discovery=%s)",
+            "head" if head else "worker",
+            dict(spec.resources),
+            len(spec.labels),
+            spec.labels.get("rayaccel.io/discovery"),
+        )
+    except Exception as exc:  # noqa: BLE001
+        log.error("ray_accel_ext start hook failed; node starts without accelerator labels: %s", exc)
+
+
+def merge_into_init_kwargs(kwargs: dict[str, Any], spec: RayNodeSpec) -> dict[str, Any]:
+    """``ray.init`` keyword arguments with ``spec`` merged in (user-given keys win)."""
+    out = dict(kwargs)
+    if spec.num_gpus is not None and out.get("num_gpus") is None:
+        out["num_gpus"] = spec.num_gpus
+    out["resources"] = {**spec.custom_resources(), **(out.get("resources") or {})}
+    out["labels"] = {**spec.labels, **(out.get("labels") or {})}
+    return out
+
+
+def init(*args: Any, root: str | os.PathLike[str] | None = None, **kwargs: Any):
+    """``ray.init`` for a local cluster, with this node's accelerator resources and labels.
+
+    When ``address`` names an existing cluster, Ray does not accept node resources or labels;
+    the call is passed through unchanged and the node's own start path (``RAY_START_HOOK``)
+    is what labels it.
+    """
+    import ray
+
+    address = kwargs.get("address", args[0] if args else None)
+    if address not in (None, "local"):
+        log.info("ray_accel_ext.init: connecting to %s; node labels come from that node's start hook", address)
+        return ray.init(*args, **kwargs)
+    return ray.init(*args, **merge_into_init_kwargs(kwargs, node_spec(root)))

@@ -1,0 +1,142 @@
+"""Backend registration through the ``ray_accel_ext.backends`` entry-point group.
+
+Rules (see ``reference/model-codebases.md`` section 4.4):
+
+* every backend, in-tree or a vendor's, comes in through the same group;
+* a backend is validated when loaded: an :class:`AcceleratorBackend` subclass, ``name`` equal to
+  the entry-point name, a supported ``api_version``, a well-formed ``label_prefix`` that is not
+  Ray's or ours; the error names the distribution and version;
+* two distributions offering the same name is an error, never first-wins;
+* ``RAY_ACCEL_DISABLE=name,name`` switches backends off (like ``pytest -p no:name``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+
+from .backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities
+from .errors import BackendLoadError
+from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
+
+__all__ = ["ENTRY_POINT_GROUP", "DISABLE_ENV", "BackendSpec", "available_backends", "load_backend", "load_backends"]
+
+ENTRY_POINT_GROUP = "ray_accel_ext.backends"
+DISABLE_ENV = "RAY_ACCEL_DISABLE"
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_RESOURCE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Where a backend comes from: entry-point name, ``module:Class`` and distribution."""
+
+    name: str
+    value: str
+    dist: str
+
+
+def available_backends() -> list[BackendSpec]:
+    """Every backend entry point installed, duplicates of one name from two distributions rejected."""
+    seen: dict[str, BackendSpec] = {}
+    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
+        spec = BackendSpec(ep.name, ep.value, dist)
+        prior = seen.get(ep.name)
+        if prior is not None and prior.value != spec.value:
+            raise BackendLoadError(
+                f"backend {ep.name!r} is provided by both {prior.dist} ({prior.value}) and {dist} ({ep.value}); "
+                f"uninstall one or disable it with {DISABLE_ENV}",
+                backend=ep.name,
+            )
+        seen.setdefault(ep.name, spec)
+    return sorted(seen.values(), key=lambda s: s.name)
+
+
+def load_backend(spec: BackendSpec | str, name: str | None = None) -> AcceleratorBackend:
+    """Import, validate and instantiate one backend (``spec`` may be ``"pkg.mod:Class"``)."""
+    if isinstance(spec, str):
+        spec = BackendSpec(name or spec.rpartition(":")[2], spec, "direct import")
+    module_name, _, attr = spec.value.partition(":")
+    where = f"backend {spec.name!r} ({spec.value}, from {spec.dist})"
+    try:
+        obj = importlib.import_module(module_name)
+        for part in attr.split(".") if attr else []:
+            obj = getattr(obj, part)
+    except Exception as exc:  # an import error of any kind in a vendor package
+        raise BackendLoadError(f"{where} cannot be imported: {type(exc).__name__}: {exc}", backend=spec.name) from exc
+    validate_backend_class(obj, spec.name, where)
+    try:
+        return obj()
+    except Exception as exc:
+        raise BackendLoadError(f"{where} cannot be constructed without arguments: {exc}", backend=spec.name) from exc
+
+
+def validate_backend_class(cls: object, expected_name: str | None = None, where: str | None = None) -> None:
+    """Raise BackendLoadError naming the culprit unless ``cls`` is a well-formed backend class."""
+    where = where or f"backend {getattr(cls, '__qualname__', cls)!r}"
+    if not (isinstance(cls, type) and issubclass(cls, AcceleratorBackend)):
+        raise BackendLoadError(f"{where} is not a subclass of ray_accel_ext.backend.AcceleratorBackend")
+    if getattr(cls, "__abstractmethods__", None):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise BackendLoadError(f"{where} does not implement {missing}")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise BackendLoadError(f"{where}: name {name!r} must be lower_snake_case (a-z, 0-9, _)")
+    if expected_name is not None and name != expected_name:
+        raise BackendLoadError(f"{where}: class name attribute {name!r} differs from its entry-point name {expected_name!r}")
+    resource = getattr(cls, "resource_name", None)
+    if not isinstance(resource, str) or not _RESOURCE_RE.match(resource) or resource in ("CPU", "memory", "object_store_memory"):
+        raise BackendLoadError(f"{where}: resource_name {resource!r} is not a usable Ray resource name")
+    prefix = getattr(cls, "label_prefix", None)
+    if not is_valid_prefix(prefix):
+        raise BackendLoadError(f"{where}: label_prefix {prefix!r} is not a DNS subdomain such as 'acme.ai'")
+    if prefix in (RAY_PREFIX, PROJECT_PREFIX) or prefix.endswith("." + RAY_PREFIX):
+        raise BackendLoadError(f"{where}: label_prefix {prefix!r} is reserved (Ray owns ray.io, the core schema owns rayaccel.io)")
+    version = getattr(cls, "api_version", None)
+    if version not in SUPPORTED_API_VERSIONS:
+        raise BackendLoadError(
+            f"{where}: api_version {version!r} is not supported (this ray_accel_ext supports {sorted(SUPPORTED_API_VERSIONS)})"
+        )
+    if not isinstance(getattr(cls, "capabilities", None), Capabilities):
+        raise BackendLoadError(f"{where}: capabilities must be a ray_accel_ext.backend.Capabilities instance")
+
+
+def disabled_names(env: Mapping[str, str] | None = None) -> set[str]:
+    env = os.environ if env is None else env
+    return {n.strip() for n in env.get(DISABLE_ENV, "").split(",") if n.strip()}
+
+
+def load_backends(
+    env: Mapping[str, str] | None = None,
+    *,
+    only: Iterable[str] | None = None,
+    on_error=None,
+) -> list[AcceleratorBackend]:
+    """Load every enabled backend.
+
+    A backend that fails to load is reported to ``on_error(name, exc)`` and skipped when
+    ``on_error`` is given (the node-start path: the node still starts); otherwise the error is
+    raised (the CLI and tests: fail loudly).
+    """
+    disabled = disabled_names(env)
+    wanted = set(only) if only is not None else None
+    backends: list[AcceleratorBackend] = []
+    for spec in available_backends():
+        if spec.name in disabled or (wanted is not None and spec.name not in wanted):
+            continue
+        try:
+            backends.append(load_backend(spec))
+        except BackendLoadError as exc:
+            if on_error is None:
+                raise
+            on_error(spec.name, exc)
+    if wanted is not None:
+        missing = wanted - {b.name for b in backends} - disabled
+        if missing and on_error is None:
+            raise BackendLoadError(f"no backend installed under the name(s) {sorted(missing)}")
+    return backends

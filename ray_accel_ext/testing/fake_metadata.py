@@ -1,0 +1,293 @@
+"""Loopback fakes of the GCE metadata server and EC2 IMDSv2, faithful in the parts discovery uses.
+
+* GCE: ``GET /computeMetadata/v1/<path>`` requires ``Metadata-Flavor: Google`` (403 without),
+  answers plain text with ``Metadata-Flavor: Google`` set, 404 for unknown paths.
+* IMDSv2: ``PUT /latest/api/token`` with ``X-aws-ec2-metadata-token-ttl-seconds`` returns a token;
+  ``GET /latest/meta-data/<path>`` requires ``X-aws-ec2-metadata-token`` (401 without or wrong).
+
+Faults, per path (``"*"`` for every path; for IMDS the token call is the path ``api/token``)::
+
+    {"delay_s": 0.2}                 answer late
+    {"hang": true}                   never answer (until the server stops)
+    {"status": 429, "retry_after": "1"}   or any status; retry_after optional
+    {"reset": true}                  close the connection without answering
+    {"body": "..."}                  answer this instead of the stored value
+    {"truncate": 10}                 send only the first N bytes of the body (Content-Length kept)
+    {"oversize": 1000000}            answer N bytes of junk
+    {"times": 2}                     apply the fault to the first N requests only
+
+Point clients at them with ``GCE_METADATA_HOST=127.0.0.1:<port>`` and
+``AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:<port>`` (see :meth:`env`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["FakeGceMetadata", "FakeImds", "MetadataServers"]
+
+
+class _Server:
+    flavor = "base"
+
+    def __init__(self, values: Mapping[str, str] | None = None, faults: Mapping[str, Mapping[str, Any]] | None = None):
+        self.values = dict(values or {})
+        self.faults = {k: dict(v) for k, v in (faults or {}).items()}
+        self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
+        self._fault_hits: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle
+    def start(self) -> "_Server":
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_GET(self) -> None:
+                server._handle(self, "GET")
+
+            def do_PUT(self) -> None:
+                server._handle(self, "PUT")
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True, name=f"fake-{self.flavor}")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def count(self, path: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for _, p in self.requests if path is None or p == path)
+
+    # request handling
+    def _fault(self, key: str) -> dict[str, Any] | None:
+        fault = self.faults.get(key) or self.faults.get("*")
+        if not fault:
+            return None
+        with self._lock:
+            hits = self._fault_hits.get(key, 0)
+            self._fault_hits[key] = hits + 1
+        times = fault.get("times")
+        if times is not None and hits >= int(times):
+            return None
+        return fault
+
+    def _send(self, h: BaseHTTPRequestHandler, status: int, body: str, headers: Mapping[str, str] | None = None,
+              fault: Mapping[str, Any] | None = None) -> None:
+        data = body.encode()
+        length = len(data)
+        if fault and "truncate" in fault:
+            data = data[: int(fault["truncate"])]
+        h.send_response(status)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Length", str(length))
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        try:
+            h.wfile.write(data)
+            h.wfile.flush()
+        except OSError:
+            pass
+        if fault and "truncate" in fault:
+            h.close_connection = True
+
+    def _apply_fault(self, h: BaseHTTPRequestHandler, fault: Mapping[str, Any] | None) -> bool:
+        """Apply a fault; True when the request has been fully handled by it."""
+        if not fault:
+            return False
+        if fault.get("delay_s"):
+            self._stop.wait(float(fault["delay_s"]))
+        if fault.get("hang"):
+            self._stop.wait(600)
+            h.close_connection = True
+            return True
+        if fault.get("reset"):
+            h.close_connection = True
+            try:
+                h.connection.shutdown(2)
+            except OSError:
+                pass
+            return True
+        if fault.get("oversize"):
+            self._send(h, 200, "x" * int(fault["oversize"]), self._flavor_headers())
+            return True
+        if fault.get("status"):
+            headers = dict(self._flavor_headers())
+            if fault.get("retry_after") is not None:
+                headers["Retry-After"] = str(fault["retry_after"])
+            self._send(h, int(fault["status"]), f"fault {fault['status']}\n", headers)
+            return True
+        return False
+
+    def _flavor_headers(self) -> dict[str, str]:
+        return {}
+
+    def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class FakeGceMetadata(_Server):
+    """GCE metadata server. ``values`` maps ``instance/attributes/tpu-env``-style paths to text."""
+
+    flavor = "gce"
+    PREFIX = "/computeMetadata/v1/"
+
+    def _flavor_headers(self) -> dict[str, str]:
+        return {"Metadata-Flavor": "Google"}
+
+    def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        path = h.path.split("?", 1)[0]
+        key = path[len(self.PREFIX):] if path.startswith(self.PREFIX) else path
+        with self._lock:
+            self.requests.append((method, key))
+        if method != "GET":
+            self._send(h, 405, "method not allowed\n", self._flavor_headers())
+            return
+        if h.headers.get("Metadata-Flavor") != "Google":
+            self._send(h, 403, "Missing required header: Metadata-Flavor\n")
+            return
+        fault = self._fault(key)
+        if self._apply_fault(h, fault):
+            return
+        if fault and "body" in fault:
+            self._send(h, 200, str(fault["body"]), self._flavor_headers(), fault)
+            return
+        if not path.startswith(self.PREFIX) or key not in self.values:
+            self._send(h, 404, "not found\n", self._flavor_headers())
+            return
+        self._send(h, 200, self.values[key], self._flavor_headers(), fault)
+
+    def env(self) -> dict[str, str]:
+        return {"GCE_METADATA_HOST": self.address}
+
+
+class FakeImds(_Server):
+    """EC2 IMDSv2. ``values`` maps ``instance-type``-style meta-data paths to text."""
+
+    flavor = "imds"
+
+    def __init__(self, values=None, faults=None):
+        super().__init__(values, faults)
+        self.tokens: set[str] = set()
+
+    def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        path = h.path.split("?", 1)[0]
+        if method == "PUT" and path == "/latest/api/token":
+            with self._lock:
+                self.requests.append((method, "api/token"))
+            fault = self._fault("api/token")
+            if self._apply_fault(h, fault):
+                return
+            if not h.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                self._send(h, 400, "missing TTL header\n")
+                return
+            token = secrets.token_urlsafe(24)
+            with self._lock:
+                self.tokens.add(token)
+            self._send(h, 200, token, {"X-aws-ec2-metadata-token-ttl-seconds": h.headers["X-aws-ec2-metadata-token-ttl-seconds"]})
+            return
+        prefix = "/latest/meta-data/"
+        key = path[len(prefix):] if path.startswith(prefix) else path
+        with self._lock:
+            self.requests.append((method, key))
+        if method != "GET":
+            self._send(h, 405, "method not allowed\n")
+            return
+        if h.headers.get("X-aws-ec2-metadata-token") not in self.tokens:
+            self._send(h, 401, "Unauthorized\n")
+            return
+        fault = self._fault(key)
+        if self._apply_fault(h, fault):
+            return
+        if fault and "body" in fault:
+            self._send(h, 200, str(fault["body"]), None, fault)
+            return
+        if not path.startswith(prefix) or key not in self.values:
+            self._send(h, 404, "Not Found\n")
+            return
+        self._send(h, 200, self.values[key], None, fault)
+
+    def env(self) -> dict[str, str]:
+        return {"AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://{self.address}"}
+
+
+class MetadataServers:
+    """The fakes a snapshot's ``metadata.json`` asks for, started together.
+
+    ``metadata.json``: ``{"gce": {path: text}, "gce_faults": {...}, "ec2": {path: text},
+    "ec2_faults": {...}}``; either part may be absent.
+    """
+
+    def __init__(self, spec: Mapping[str, Any] | None) -> None:
+        spec = spec or {}
+        self.gce = FakeGceMetadata(spec.get("gce"), spec.get("gce_faults")) if "gce" in spec or "gce_faults" in spec else None
+        self.imds = FakeImds(spec.get("ec2"), spec.get("ec2_faults")) if "ec2" in spec or "ec2_faults" in spec else None
+
+    def start(self) -> "MetadataServers":
+        for s in (self.gce, self.imds):
+            if s is not None:
+                s.start()
+        return self
+
+    def stop(self) -> None:
+        for s in (self.gce, self.imds):
+            if s is not None:
+                s.stop()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def env(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for s in (self.gce, self.imds):
+            if s is not None:
+                out.update(s.env())
+        return out
+
+
+def wait_until(predicate, timeout_s: float = 5.0, interval_s: float = 0.02) -> bool:
+    """Poll ``predicate`` until true or ``timeout_s`` passes."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return bool(predicate())
