@@ -19,7 +19,6 @@ from .errors import RayAccelError
 COMMANDS = (
     "discover",
     "ray_args",
-    "demo",
 )
 
 
