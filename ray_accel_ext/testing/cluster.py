@@ -1,0 +1,311 @@
+"""A multi-node Ray cluster on one machine, each node started from its own host snapshot.
+
+Every node is a real ``ray start --block`` process with ``RAY_START_HOOK`` set to our hook and
+``RAY_ACCEL_ROOT`` pointing at its snapshot, plus the snapshot's metadata fakes: the same start
+path a platform engineer uses on a real cluster. Nodes listen on 127.0.0.1 only, each gets its own
+temp dir and ports, and the cluster its own auth token (``reference/ray-2.60.md`` section 11), so
+several clusters can run side by side and none depends on what an earlier ``ray.init()`` left in
+the home folder.
+
+Each node also carries the label ``sim.rayaccel.io/node=<name>`` so tests can tell nodes apart;
+it is the harness's, not the hook's.
+
+    with SimulatedCluster() as cluster:
+        cluster.add_node("tests/data/hosts/nvidia_gpu/h100-sxm-8gpu-dgx", name="h100")
+        cluster.add_nodes([(snap, {"name": f"w{i}"}) for i, snap in enumerate(snaps)])
+        cluster.connect()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .fake_metadata import MetadataServers
+from .snapshots import metadata_spec
+
+__all__ = ["SimulatedCluster", "SimNode", "NODE_NAME_LABEL", "HOOK"]
+
+HOOK = "ray_accel_ext.ray_hook.start_hook"
+NODE_NAME_LABEL = "sim.rayaccel.io/node"
+_READY_MARK = "Ray runtime started"
+_START_TIMEOUT_S = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_executable() -> str:
+    candidate = Path(sys.executable).with_name("ray")
+    return str(candidate) if candidate.exists() else (shutil.which("ray") or "ray")
+
+
+@dataclass
+class SimNode:
+    """One simulated node: its name, snapshot, environment and ``ray start`` process."""
+
+    name: str
+    snapshot: Path | None
+    env: dict[str, str]
+    temp_dir: Path
+    log_path: Path
+    process: subprocess.Popen | None = None
+    servers: MetadataServers | None = None
+    node_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def log(self) -> str:
+        """What ``ray start`` printed (hook log lines included)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+class SimulatedCluster:
+    """Head plus worker nodes started with ``ray start`` through the hook; see the module doc."""
+
+    def __init__(
+        self,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        hook: bool = True,
+        object_store_mb: int = 80,
+        system_config: str | None = None,
+    ) -> None:
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        for key in ("RAY_ADDRESS", "RAY_ACCEL_ROOT", "GCE_METADATA_HOST", "AWS_EC2_METADATA_SERVICE_ENDPOINT"):
+            self.base_env.pop(key, None)
+        self.hook = hook
+        self.object_store_bytes = object_store_mb * 1024 * 1024
+        self.system_config = system_config
+        self.root = Path(tempfile.mkdtemp(prefix="rasim", dir="/tmp"))
+        self.port = _free_port()
+        self.nodes: list[SimNode] = []
+        self._saved_env: dict[str, str | None] = {}
+        self._connected = False
+
+    def _auth_env(self) -> dict[str, str]:
+        # Ray reads the driver's auth mode once per process, so a token cluster would need the
+        # mode set before `import ray`; an explicit "disabled" works for any driver and keeps the
+        # outcome independent of a ~/.ray/auth_token left by an earlier ray.init().
+        return {"RAY_AUTH_MODE": "disabled"}
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> "SimulatedCluster":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def node_env(self, node: SimNode) -> dict[str, str]:
+        return node.env
+
+    def _prepare(self, snapshot, name, env) -> SimNode:
+        index = len(self.nodes)
+        name = name or (Path(snapshot).name if snapshot else f"node{index}")
+        temp_dir = self.root / f"n{index}"
+        temp_dir.mkdir(parents=True)
+        node_env = dict(self.base_env)
+        node_env.update(self._auth_env())
+        node_env["RAY_USAGE_STATS_ENABLED"] = "0"
+        if self.hook:
+            node_env["RAY_START_HOOK"] = HOOK
+        servers = None
+        if snapshot is not None:
+            snapshot = Path(snapshot).resolve()
+            node_env["RAY_ACCEL_ROOT"] = str(snapshot)
+            env_file = snapshot / "env.json"
+            if env_file.is_file():
+                import json
+
+                # What the pod/VM environment held (TPU_NAME, ...): Ray's own code in the raylet's
+                # workers reads some of it (ray.util.tpu reads TPU_NAME on the slice head).
+                node_env.update({str(k): str(v) for k, v in json.loads(env_file.read_text()).items()})
+            spec = metadata_spec(snapshot)
+            if spec:
+                servers = MetadataServers(spec).start()
+                node_env.update(servers.env())
+        node_env.update(env or {})
+        return SimNode(name, snapshot, node_env, temp_dir, temp_dir / "ray-start.log", servers=servers)
+
+    def _argv(self, node: SimNode, head: bool, num_cpus: float, extra_args: Sequence[str]) -> list[str]:
+        argv = [
+            _ray_executable(), "start", "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={num_cpus:g}",
+            f"--object-store-memory={self.object_store_bytes}",
+            f"--temp-dir={node.temp_dir}",
+            "--disable-usage-stats",
+            f"--dashboard-agent-listen-port={_free_port()}",
+            f"--dashboard-agent-grpc-port={_free_port()}",
+            f"--metrics-export-port={_free_port()}",
+            f"--runtime-env-agent-port={_free_port()}",
+            "--node-manager-port=0",
+            "--object-manager-port=0",
+            "--min-worker-port=0",
+            "--max-worker-port=0",
+            f"--labels={NODE_NAME_LABEL}={node.name}",
+        ]
+        if head:
+            argv += ["--head", f"--port={self.port}", "--include-dashboard=false", f"--ray-client-server-port={_free_port()}"]
+            if self.system_config:
+                argv.append(f"--system-config={self.system_config}")
+        else:
+            argv += [f"--address={self.address}", "--include-log-monitor=false"]
+        return argv + list(extra_args)
+
+    def _launch(self, node: SimNode, argv: list[str]) -> None:
+        with open(node.log_path, "wb") as log:
+            node.process = subprocess.Popen(
+                argv, env=node.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, cwd=node.temp_dir,
+            )
+
+    def _wait_ready(self, node: SimNode, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if _READY_MARK in node.log():
+                return
+            if node.process is not None and node.process.poll() is not None:
+                raise RuntimeError(f"ray start for node {node.name!r} exited with {node.process.returncode}:\n{node.log()[-4000:]}")
+            time.sleep(0.1)
+        raise TimeoutError(f"node {node.name!r} not up within {_START_TIMEOUT_S:.0f}s:\n{node.log()[-4000:]}")
+
+    def add_node(
+        self,
+        snapshot: str | os.PathLike[str] | None = None,
+        *,
+        name: str | None = None,
+        num_cpus: float = 1,
+        env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> SimNode:
+        """Start one node (the first one is the head) and wait until it is up."""
+        return self.add_nodes([(snapshot, {"name": name, "num_cpus": num_cpus, "env": env, "extra_args": extra_args})])[0]
+
+    def add_nodes(self, specs: Iterable[tuple[Any, Mapping[str, Any]]]) -> list[SimNode]:
+        """Start several nodes at once (in parallel; a head first if there is none yet)."""
+        started: list[SimNode] = []
+        pending: list[SimNode] = []
+        for snapshot, opts in specs:
+            opts = dict(opts)
+            head = not self.nodes
+            node = self._prepare(snapshot, opts.get("name"), opts.get("env"))
+            self.nodes.append(node)
+            self._launch(node, self._argv(node, head, opts.get("num_cpus") or 1, opts.get("extra_args") or ()))
+            if head:
+                self._wait_ready(node, time.monotonic() + _START_TIMEOUT_S)
+                started.append(node)
+            else:
+                pending.append(node)
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        for node in pending:
+            self._wait_ready(node, deadline)
+            started.append(node)
+        if self._connected:
+            self._resolve_node_ids()
+        return started
+
+    def connect(self, **init_kwargs: Any):
+        """``ray.init`` this process into the cluster (auth token set for the driver)."""
+        import ray
+
+        for key, value in self._auth_env().items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+        ctx = ray.init(address=self.address, _node_ip_address="127.0.0.1", **init_kwargs)
+        self._connected = True
+        self.wait_for_nodes()
+        self._resolve_node_ids()
+        return ctx
+
+    def wait_for_nodes(self, timeout_s: float = 60.0) -> None:
+        import ray
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            alive = [n for n in ray.nodes() if n["Alive"]]
+            if len(alive) >= len(self.nodes):
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"only {len(alive)} of {len(self.nodes)} nodes registered")
+
+    def _resolve_node_ids(self) -> None:
+        import ray
+
+        by_name = {n["Labels"].get(NODE_NAME_LABEL): n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        for node in self.nodes:
+            node.node_id = by_name.get(node.name, node.node_id)
+
+    def node(self, name: str) -> SimNode:
+        return next(n for n in self.nodes if n.name == name)
+
+    def ray_node(self, name: str) -> dict[str, Any]:
+        """``ray.nodes()`` entry of a simulated node."""
+        import ray
+
+        node_id = self.node(name).node_id
+        return next(n for n in ray.nodes() if n["NodeID"] == node_id)
+
+    def kill_node(self, node: SimNode) -> None:
+        """Stop one node hard (its process group and every process under its temp dir)."""
+        if node.process is not None and node.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(node.process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                node.process.wait(timeout=10)
+        _kill_matching(str(node.temp_dir))
+        if node.servers is not None:
+            node.servers.stop()
+            node.servers = None
+
+    def shutdown(self) -> None:
+        """Disconnect the driver and stop every node; removes the temp dirs."""
+        if self._connected:
+            import ray
+
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            self._connected = False
+        for node in reversed(self.nodes):
+            self.kill_node(node)
+        _kill_matching(str(self.root))
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _kill_matching(marker: str) -> None:
+    """Kill leftover processes whose command line names ``marker`` (our unique temp dir)."""
+    import psutil
+
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.info["pid"] != me and any(marker in part for part in proc.info["cmdline"] or ()):
+                proc.kill()
+        except (psutil.Error, TypeError):
+            continue
