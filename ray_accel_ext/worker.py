@@ -1,0 +1,166 @@
+"""Worker side: which devices did this task get, and what is near them.
+
+Inside a Ray task or actor that holds accelerators::
+
+    from ray_accel_ext.worker import my_devices, pin_to_local_cpus
+    topo = my_devices()            # devices Ray assigned, their NUMA CPUs, nearest NICs, NCCL env
+    os.environ.update(topo.nccl_env)
+    pin_to_local_cpus(topo)        # restrict this process to the devices' local CPUs (psutil)
+
+The devices are matched through the ids Ray assigned (``ray.get_runtime_context()
+.get_accelerator_ids()``), which are the node's device indices for ``GPU``/``TPU`` and core ids for
+``neuron_cores``. The node is described by running discovery once per process against the same host
+the node was started with (``RAY_ACCEL_ROOT`` is inherited from the raylet).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .discovery import discover
+from .errors import RuntimeTopologyError
+from .host import host_from_env
+from .model import Device, Fabric, Nic, NodeDescription, NodeInventory
+
+__all__ = ["WorkerTopology", "my_devices", "topology_for", "pin_to_local_cpus", "nccl_env"]
+
+
+@dataclass(frozen=True)
+class WorkerTopology:
+    """What a worker was given and what sits next to it."""
+
+    backend: str
+    resource_name: str
+    accelerator_ids: tuple[str, ...]
+    devices: tuple[Device, ...]
+    cpus: tuple[int, ...]
+    numa_nodes: tuple[int, ...]
+    nics: tuple[Nic, ...]
+    nccl_env: Mapping[str, str] = field(default_factory=dict)
+    fabric: Fabric | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "resource_name": self.resource_name,
+            "accelerator_ids": list(self.accelerator_ids),
+            "devices": [d.to_dict() for d in self.devices],
+            "cpus": list(self.cpus),
+            "numa_nodes": list(self.numa_nodes),
+            "nics": [n.to_dict() for n in self.nics],
+            "nccl_env": dict(self.nccl_env),
+            "fabric": self.fabric.to_dict() if self.fabric else None,
+        }
+
+
+@functools.lru_cache(maxsize=1)
+def _node_inventory() -> NodeInventory:
+    # The node's hardware does not change under a running worker; describe it once per process.
+    return discover(host_from_env())
+
+
+def nccl_env(nics: Sequence[Nic]) -> dict[str, str]:
+    """NCCL/libfabric variables that steer collectives onto ``nics``.
+
+    ``NCCL_IB_HCA`` uses the ``=`` exact-match form so ``mlx5_1`` does not also select ``mlx5_10``
+    (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-hca).
+    """
+    env: dict[str, str] = {}
+    ib = [n.name for n in nics if n.kind in ("infiniband", "roce")]
+    if ib:
+        env["NCCL_IB_HCA"] = "=" + ",".join(ib)
+    if any(n.kind == "efa" for n in nics):
+        env["FI_PROVIDER"] = "efa"
+    return env
+
+
+def topology_for(desc: NodeDescription, accelerator_ids: Sequence[str]) -> WorkerTopology:
+    """The devices of ``desc`` named by Ray's ``accelerator_ids`` and what is near them."""
+    n = len(desc.devices)
+    units_per_device = desc.resource_quantity / n if n else 1.0
+    indices: list[int] = []
+    for raw in accelerator_ids:
+        try:
+            unit = int(raw)
+        except ValueError:
+            raise RuntimeTopologyError(f"Ray assigned {desc.resource_name} id {raw!r}, which is not an index") from None
+        index = int(unit // units_per_device) if units_per_device > 1 else unit
+        if not 0 <= index < n:
+            raise RuntimeTopologyError(
+                f"Ray assigned {desc.resource_name} id {raw}, but this node describes devices 0..{n - 1}"
+            )
+        if index not in indices:
+            indices.append(index)
+    devices = tuple(desc.devices[i] for i in sorted(indices))
+    cpus = tuple(sorted({c for d in devices for c in d.cpus}))
+    numa = tuple(sorted({d.numa_node for d in devices if d.numa_node is not None}))
+    by_name = {nic.name: nic for nic in desc.nics}
+    near: list[Nic] = []
+    for d in devices:
+        for path in d.nics:
+            nic = by_name.get(path.nic)
+            if nic is not None and nic not in near:
+                near.append(nic)
+    return WorkerTopology(
+        backend=desc.backend,
+        resource_name=desc.resource_name,
+        accelerator_ids=tuple(str(x) for x in accelerator_ids),
+        devices=devices,
+        cpus=cpus,
+        numa_nodes=numa,
+        nics=tuple(near),
+        nccl_env=nccl_env(near),
+        fabric=desc.fabric,
+    )
+
+
+def my_devices(resource_name: str | None = None) -> WorkerTopology:
+    """The accelerators Ray gave the calling task or actor, with their NUMA CPUs and nearest NICs.
+
+    ``resource_name`` picks the family (``GPU``, ``TPU``, ``neuron_cores``); by default the first
+    family the task holds ids of. Raises RuntimeTopologyError outside a Ray worker or when the task
+    holds no accelerators.
+    """
+    try:
+        import ray
+
+        if not ray.is_initialized():
+            raise RuntimeTopologyError("my_devices() must be called inside a Ray task or actor")
+        assigned: Mapping[str, list[str]] = ray.get_runtime_context().get_accelerator_ids()
+    except ImportError:
+        raise RuntimeTopologyError("Ray is not installed") from None
+    inventory = _node_inventory()
+    for desc in inventory.descriptions:
+        if resource_name not in (None, desc.resource_name):
+            continue
+        ids = assigned.get(desc.resource_name) or []
+        if ids:
+            return topology_for(desc, ids)
+    held = {k: v for k, v in assigned.items() if v}
+    raise RuntimeTopologyError(
+        f"this task holds no {resource_name or 'accelerator'} devices described on this node "
+        f"(assigned ids: {held or 'none'}; families: {[d.resource_name for d in inventory.descriptions]})"
+    )
+
+
+def pin_to_local_cpus(topology: WorkerTopology | None = None) -> list[int]:
+    """Restrict this process to the CPUs local to its devices; returns the CPUs applied.
+
+    Only CPUs this process may already use are kept (a container's cpuset stays respected).
+    """
+    import psutil
+
+    topology = topology if topology is not None else my_devices()
+    allowed = set(os.sched_getaffinity(0))
+    wanted = sorted(set(topology.cpus) & allowed)
+    if not wanted:
+        raise RuntimeTopologyError(
+            f"none of the devices' local CPUs {list(topology.cpus)[:8]}... are available to this process "
+            f"(allowed: {sorted(allowed)[:8]}...)"
+        )
+    psutil.Process().cpu_affinity(wanted)
+    return wanted
