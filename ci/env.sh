@@ -1,0 +1,22 @@
+# Sourced by ci/demo.sh and ci/test.sh: make a project-local virtualenv (.venv) with what the
+# given extras need, once; later runs reuse it while pyproject.toml is unchanged.
+# Usage: . ci/env.sh EXTRAS   (e.g. "ray" or "test")
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+EXTRAS="${1:-ray}"
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+VENV=.venv
+STAMP="$VENV/.installed-$EXTRAS"
+want="$(cat pyproject.toml tests/downstream/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating $VENV with $($PY --version)"
+  "$PY" -m venv "$VENV"
+fi
+if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
+  echo "== installing ray-accel-ext[$EXTRAS] into $VENV (first run downloads Ray, about 1-2 minutes)"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[$EXTRAS]"
+  echo "$want" > "$STAMP"
+fi
+export PATH="$PWD/$VENV/bin:$PATH"
