@@ -8,7 +8,7 @@ PY="${PYTHON:-python3.11}"
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 VENV=.venv
 STAMP="$VENV/.installed-$EXTRAS"
-want="$(cat pyproject.toml tests/downstream/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)"
+want="$(sha256sum pyproject.toml | cut -c1-16)-$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 if [ ! -x "$VENV/bin/python" ]; then
   echo "== creating $VENV with $($PY --version)"
   "$PY" -m venv "$VENV"
