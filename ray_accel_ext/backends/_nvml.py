@@ -1,0 +1,218 @@
+"""The narrow NVML interface of the NVIDIA backend: one reading, as one plain dict.
+
+The backend never calls NVML itself. It asks ``host.library("nvml", read_live)``: on a host
+snapshot that is the recording ``libraries/nvml.json``; on the live machine it is
+:func:`read_live`, a direct translation of ``nvidia-ml-py`` (module ``pynvml``) calls into the
+same shape; elsewhere ``None``. ``record.py`` writes the live reading into a snapshot unchanged.
+
+Shape (``FORMAT_VERSION`` 1)::
+
+    {"format": 1,
+     "driver_version": "580.126.20",               # or null
+     "error": null,                                # set when NVML is present but failed as a whole
+     "devices": [                                  # NVML index order
+       {"index": 0,
+        "bus_id": "00000000:1A:00.0",              # nvmlPciInfo_t.busId, NVML form
+        "uuid": "GPU-...", "name": "NVIDIA H100 80GB HBM3",
+        "memory_total": 85520809984,               # bytes, or null
+        "nvlinks": [{"link": 0, "version": 6,      # nvmlNvlinkVersion_t value, or null
+                     "remote_bus_id": "00000000:05:00.0",
+                     "remote_type": 2}],           # 0 GPU, 1 IBMNPU, 2 SWITCH, 255 unknown
+        "fabric": {"state": 3, "status": 0,        # nvmlGpuFabricInfo_v3_t, or null
+                   "cluster_uuid": "50000000-0000-0000-0000-000000000005", "clique_id": 4000000004},
+        "errors": ["nvmlDeviceGetMemoryInfo: ..."]}]}
+
+Only active links are listed. ``NVML_ERROR_NOT_SUPPORTED`` for a field gives ``null`` (PCIe GPUs
+have no fabric); any other per-call error is kept in ``errors`` so the node can say it is degraded.
+No driver (``NVMLError_LibraryNotFound``, ``NVMLError_DriverNotLoaded``) or no ``pynvml`` module
+means "no NVML": ``read_live`` returns ``None``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import uuid as _uuid
+from typing import Any
+
+__all__ = ["FORMAT_VERSION", "read_live", "sysfs_address", "validate"]
+
+FORMAT_VERSION = 1
+
+FABRIC_STATE_COMPLETED = 3
+NVML_SUCCESS = 0
+REMOTE_GPU = 0
+REMOTE_SWITCH = 2
+_MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS
+
+
+def sysfs_address(bus_id: str) -> str | None:
+    """NVML ``00000000:1A:00.0`` (or legacy ``0000:1A:00.0``) -> sysfs ``0000:1a:00.0``; None if malformed.
+
+    NVML prints an 8-digit upper-case domain, sysfs a 4-digit lower-case one
+    (reference/hardware.md section 3.5, as GFD's ``nvml-device.go`` normalises it).
+    """
+    try:
+        domain, bus, devfn = bus_id.strip().split(":")
+        dev, _, fn = devfn.partition(".")
+        return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{int(fn or '0', 16):x}"
+    except (ValueError, AttributeError):
+        return None
+
+
+def validate(reading: Any) -> list[str]:
+    """Why ``reading`` is not a usable NVML reading (empty list when it is)."""
+    if not isinstance(reading, dict):
+        return [f"expected an object, got {type(reading).__name__}"]
+    errors: list[str] = []
+    if reading.get("format") != FORMAT_VERSION:
+        errors.append(f"format: expected {FORMAT_VERSION}, got {reading.get('format')!r}")
+    devices = reading.get("devices")
+    if not isinstance(devices, list):
+        return errors + [f"devices: expected a list, got {type(devices).__name__}"]
+    for i, dev in enumerate(devices):
+        where = f"devices[{i}]"
+        if not isinstance(dev, dict):
+            errors.append(f"{where}: expected an object")
+            continue
+        bus_id = dev.get("bus_id")
+        if bus_id is not None and (not isinstance(bus_id, str) or sysfs_address(bus_id) is None):
+            errors.append(f"{where}.bus_id: not a PCI bus id: {bus_id!r}")
+        if not isinstance(dev.get("errors", []), list):
+            errors.append(f"{where}.errors: expected a list of messages")
+        for key in ("uuid", "name"):
+            if dev.get(key) is not None and not isinstance(dev[key], str):
+                errors.append(f"{where}.{key}: expected a string")
+        mem = dev.get("memory_total")
+        if mem is not None and (isinstance(mem, bool) or not isinstance(mem, int) or mem < 0):
+            errors.append(f"{where}.memory_total: expected bytes, got {mem!r}")
+        links = dev.get("nvlinks", [])
+        if not isinstance(links, list) or not all(
+            isinstance(l, dict) and isinstance(l.get("remote_type"), int) for l in links
+        ):
+            errors.append(f"{where}.nvlinks: expected a list of links with an integer remote_type")
+        fabric = dev.get("fabric")
+        if fabric is not None and not (
+            isinstance(fabric, dict)
+            and isinstance(fabric.get("state"), int)
+            and isinstance(fabric.get("cluster_uuid", ""), str)
+            and isinstance(fabric.get("clique_id", 0), int)
+        ):
+            errors.append(f"{where}.fabric: expected {{state, status, cluster_uuid, clique_id}}")
+    return errors
+
+
+# -- live reading over nvidia-ml-py ---------------------------------------------------------------
+
+
+def read_live() -> dict[str, Any] | None:
+    """Read NVML on this machine; None when there is no NVML (no module, library or driver)."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        if _no_driver(pynvml, exc):
+            return None
+        return {"format": FORMAT_VERSION, "driver_version": None, "error": f"nvmlInit: {exc}", "devices": []}
+    try:
+        return _read_initialised(pynvml)
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+def _no_driver(pynvml: Any, exc: Exception) -> bool:
+    codes = {pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, pynvml.NVML_ERROR_DRIVER_NOT_LOADED}
+    return getattr(exc, "value", None) in codes
+
+
+def _read_initialised(pynvml: Any) -> dict[str, Any]:
+    errors: list[str] = []
+    driver = _call(pynvml, errors, "nvmlSystemGetDriverVersion", pynvml.nvmlSystemGetDriverVersion)
+    count = _call(pynvml, errors, "nvmlDeviceGetCount", pynvml.nvmlDeviceGetCount)
+    devices = [_read_device(pynvml, i) for i in range(count or 0)]
+    return {
+        "format": FORMAT_VERSION,
+        "driver_version": _text(driver),
+        "error": "; ".join(errors) or None,
+        "devices": devices,
+    }
+
+
+def _read_device(pynvml: Any, index: int) -> dict[str, Any]:
+    errors: list[str] = []
+    handle = _call(pynvml, errors, "nvmlDeviceGetHandleByIndex", pynvml.nvmlDeviceGetHandleByIndex, index)
+    if handle is None:
+        return {"index": index, "bus_id": None, "nvlinks": [], "fabric": None, "errors": errors or ["no handle"]}
+    pci = _call(pynvml, errors, "nvmlDeviceGetPciInfo", pynvml.nvmlDeviceGetPciInfo, handle)
+    memory = _call(pynvml, errors, "nvmlDeviceGetMemoryInfo", pynvml.nvmlDeviceGetMemoryInfo, handle)
+    return {
+        "index": index,
+        "bus_id": _text(pci.busId) if pci is not None else None,
+        "uuid": _text(_call(pynvml, errors, "nvmlDeviceGetUUID", pynvml.nvmlDeviceGetUUID, handle)),
+        "name": _text(_call(pynvml, errors, "nvmlDeviceGetName", pynvml.nvmlDeviceGetName, handle)),
+        "memory_total": int(memory.total) if memory is not None else None,
+        "nvlinks": _read_links(pynvml, handle, errors),
+        "fabric": _read_fabric(pynvml, handle, errors),
+        "errors": errors,
+    }
+
+
+def _read_links(pynvml: Any, handle: Any, errors: list[str]) -> list[dict[str, Any]]:
+    links = []
+    for link in range(_MAX_LINKS):
+        try:
+            active = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+        except pynvml.NVMLError:
+            # NOT_SUPPORTED / INVALID_ARGUMENT: no such link on this GPU (PCIe cards have none).
+            continue
+        if not active:
+            continue
+        remote = _call(pynvml, errors, f"nvmlDeviceGetNvLinkRemotePciInfo({link})",
+                       pynvml.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
+        rtype = _call(pynvml, errors, f"nvmlDeviceGetNvLinkRemoteDeviceType({link})",
+                      pynvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
+        version = _call(pynvml, errors, f"nvmlDeviceGetNvLinkVersion({link})",
+                        pynvml.nvmlDeviceGetNvLinkVersion, handle, link)
+        links.append({
+            "link": link,
+            "version": version,
+            "remote_bus_id": _text(remote.busId) if remote is not None else None,
+            "remote_type": int(rtype) if rtype is not None else 255,
+        })
+    return links
+
+
+def _read_fabric(pynvml: Any, handle: Any, errors: list[str]) -> dict[str, Any] | None:
+    if not hasattr(pynvml, "c_nvmlGpuFabricInfo_v3_t"):
+        return None
+    info = pynvml.c_nvmlGpuFabricInfo_v3_t()
+    done = _call(pynvml, errors, "nvmlDeviceGetGpuFabricInfoV", pynvml.nvmlDeviceGetGpuFabricInfoV, handle, ctypes.byref(info))
+    if done is None:
+        return None
+    return {
+        "state": int(info.state),
+        "status": int(info.status),
+        "cluster_uuid": str(_uuid.UUID(bytes=bytes(info.clusterUuid))),
+        "clique_id": int(info.cliqueId),
+    }
+
+
+def _call(pynvml: Any, errors: list[str], what: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``; None when NVML says the field is not supported, else the error is noted."""
+    try:
+        return fn(*args)
+    except pynvml.NVMLError as exc:
+        if getattr(exc, "value", None) not in (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+            errors.append(f"{what}: {exc}")
+        return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
