@@ -19,6 +19,8 @@ from .errors import RayAccelError
 COMMANDS = (
     "discover",
     "ray_args",
+    "record",
+    "doctor",
 )
 
 
