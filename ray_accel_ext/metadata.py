@@ -169,6 +169,9 @@ class MetadataClient:
             raw = resp.read(MAX_BODY_BYTES + 1)
             if len(raw) > MAX_BODY_BYTES:
                 raise http.client.HTTPException(f"answer larger than {MAX_BODY_BYTES} bytes")
+            declared = resp.getheader("Content-Length")
+            if declared is not None and declared.isdigit() and len(raw) < int(declared):
+                raise http.client.HTTPException(f"truncated answer: {len(raw)} of {declared} bytes")
             return resp.status, raw.decode("utf-8", "replace"), {k.lower(): v for k, v in resp.getheaders()}
         finally:
             conn.close()

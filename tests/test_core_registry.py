@@ -1,0 +1,127 @@
+"""Backend registration through real entry points (distributions on a temporary sys.path)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from ray_accel_ext.backend import AcceleratorBackend
+from ray_accel_ext.discovery import discover
+from ray_accel_ext.errors import BackendLoadError
+from ray_accel_ext.host import FsHost
+from ray_accel_ext.registry import available_backends, load_backend, load_backends, validate_backend_class
+
+BACKEND_SRC = '''
+from ray_accel_ext.backend import AcceleratorBackend
+from ray_accel_ext.model import NodeDescription
+
+class Good(AcceleratorBackend):
+    name = "{name}"
+    resource_name = "ACME"
+    label_prefix = "acme.example"
+    def detect(self, host):
+        return False
+    def describe(self, host):
+        raise AssertionError("not detected")
+'''
+
+
+@pytest.fixture
+def install(tmp_path, monkeypatch):
+    """Install fake distributions (dist-info with entry_points.txt) on sys.path."""
+
+    def _install(dist: str, version: str, entries: dict[str, str], module: str | None = None, source: str = ""):
+        site = tmp_path / f"site-{dist}"
+        info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        lines = "\n".join(f"{k} = {v}" for k, v in entries.items())
+        (info / "entry_points.txt").write_text(f"[ray_accel_ext.backends]\n{lines}\n")
+        if module:
+            (site / f"{module}.py").write_text(textwrap.dedent(source))
+        monkeypatch.syspath_prepend(str(site))
+        return site
+
+    yield _install
+    for mod in [m for m in sys.modules if m.startswith("acme_")]:
+        sys.modules.pop(mod)
+
+
+def test_third_party_backend_is_found_through_the_entry_point(install):
+    install("acme-npu", "1.0", {"acme_npu": "acme_npu_mod:Good"}, "acme_npu_mod", BACKEND_SRC.format(name="acme_npu"))
+    specs = {s.name: s for s in available_backends()}
+    assert specs["acme_npu"].dist == "acme-npu 1.0"
+    backend = load_backend(specs["acme_npu"])
+    assert backend.name == "acme_npu"
+
+
+def test_duplicate_names_from_two_distributions_fail_loudly(install):
+    install("acme-npu", "1.0", {"acme_dup": "acme_a:Good"}, "acme_a", BACKEND_SRC.format(name="acme_dup"))
+    install("other-npu", "2.1", {"acme_dup": "acme_b:Good"}, "acme_b", BACKEND_SRC.format(name="acme_dup"))
+    with pytest.raises(BackendLoadError) as err:
+        available_backends()
+    assert "'acme_dup' is provided by both" in str(err.value)
+    assert "acme-npu 1.0" in str(err.value) and "other-npu 2.1" in str(err.value)
+
+
+def test_duplicate_registration_degrades_discovery_but_never_raises(install, tmp_path):
+    install("acme-npu", "1.0", {"acme_dup2": "acme_c:Good"}, "acme_c", BACKEND_SRC.format(name="acme_dup2"))
+    install("other-npu", "2.1", {"acme_dup2": "acme_d:Good"}, "acme_d", BACKEND_SRC.format(name="acme_dup2"))
+    inventory = discover(FsHost(tmp_path, env={}))
+    assert inventory.degraded
+    assert [p.backend for p in inventory.problems] == ["registry"]
+
+
+def test_broken_import_is_named_and_skipped_on_the_start_path(install):
+    install("acme-broken", "0.1", {"acme_broken": "acme_missing_module:Nope"})
+    errors = []
+    backends = load_backends({}, on_error=lambda name, exc: errors.append((name, str(exc))))
+    assert "acme_broken" not in {b.name for b in backends}
+    assert errors and errors[0][0] == "acme_broken"
+    assert "acme-broken 0.1" in errors[0][1] and "ModuleNotFoundError" in errors[0][1]
+    with pytest.raises(BackendLoadError):
+        load_backends({})
+
+
+def test_disable_list(install):
+    install("acme-npu", "1.0", {"acme_npu": "acme_npu_mod2:Good"}, "acme_npu_mod2", BACKEND_SRC.format(name="acme_npu"))
+    assert "acme_npu" in {b.name for b in load_backends({})}
+    assert "acme_npu" not in {b.name for b in load_backends({"RAY_ACCEL_DISABLE": "acme_npu, other"})}
+
+
+def _cls(**attrs):
+    base = dict(
+        name="acme", resource_name="ACME", label_prefix="acme.example",
+        detect=lambda self, host: False, describe=lambda self, host: None,
+    )
+    base.update(attrs)
+    return type("Acme", (AcceleratorBackend,), base)
+
+
+@pytest.mark.parametrize(
+    "attrs, message",
+    [
+        (dict(name="Acme-NPU"), "lower_snake_case"),
+        (dict(label_prefix="ray.io"), "reserved"),
+        (dict(label_prefix="rayaccel.io"), "reserved"),
+        (dict(label_prefix="Not A Domain"), "DNS subdomain"),
+        (dict(resource_name="CPU"), "not a usable Ray resource name"),
+        (dict(api_version=99), "api_version 99 is not supported"),
+        (dict(capabilities={"topology_links": True}), "Capabilities instance"),
+    ],
+)
+def test_malformed_backends_are_rejected_with_the_reason(attrs, message):
+    with pytest.raises(BackendLoadError, match=message):
+        validate_backend_class(_cls(**attrs), "acme" if "name" not in attrs else None)
+
+
+def test_name_must_match_entry_point_and_methods_must_exist():
+    with pytest.raises(BackendLoadError, match="differs from its entry-point name"):
+        validate_backend_class(_cls(), "other")
+    incomplete = type("Half", (AcceleratorBackend,), dict(name="half", resource_name="H", label_prefix="h.example"))
+    with pytest.raises(BackendLoadError, match="does not implement describe, detect"):
+        validate_backend_class(incomplete)
+    with pytest.raises(BackendLoadError, match="not a subclass"):
+        validate_backend_class(object)
