@@ -1,0 +1,144 @@
+"""Real Ray, real `ray start`: nodes come up through RAY_START_HOOK from host snapshots.
+
+One module-scoped cluster: the 8x H100 DGX snapshot as head, and a damaged copy of it as a worker
+(corrupt, missing and unreadable sysfs files plus a broken symlink). Shows issue 2's promises:
+GPU count and type, the schema labels, label-selector placement with CUDA_VISIBLE_DEVICES set by
+Ray, the worker call's NUMA CPUs and nearest NICs, and a degraded node that still starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from ray_accel_ext.ray_hook import merge_into_init_kwargs, merge_into_params, node_spec  # noqa: E402
+from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
+
+from .conftest import HOSTS  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
+DAMAGED_FILES = {
+    # GPU 2's NUMA node holds garbage, GPU 3 lost its local_cpulist, GPU 5's sysfs link dangles.
+    "corrupt": "0000:3c:00.0/numa_node",
+    "missing": "0000:40:00.0/local_cpulist",
+    "broken_link": "0000:a0:00.0",
+}
+
+
+def damaged_copy(tmp_path_factory):
+    snap = tmp_path_factory.mktemp("damaged") / "h100-damaged"
+    shutil.copytree(H100, snap, symlinks=True)
+    devices = snap / "rootfs/sys/bus/pci/devices"
+    target = os.path.realpath(devices / DAMAGED_FILES["corrupt"])
+    with open(target, "w") as fh:
+        fh.write("zero\n")
+    os.remove(os.path.realpath(devices / DAMAGED_FILES["missing"]))
+    link = devices / DAMAGED_FILES["broken_link"]
+    os.remove(link)
+    os.symlink("../../../devices/pci0000:97/gone/0000:a0:00.0", link)
+    (snap / "expected.json").unlink(missing_ok=True)
+    return snap
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    damaged = damaged_copy(tmp_path_factory)
+    with SimulatedCluster() as c:
+        c.add_node(H100, name="h100", num_cpus=2)
+        c.add_node(damaged, name="damaged", num_cpus=1)
+        c.connect()
+        yield c
+
+
+def test_h100_node_has_gpus_type_and_schema_labels(cluster):
+    node = cluster.ray_node("h100")
+    assert node["Resources"]["GPU"] == 8
+    assert node["Resources"]["accelerator_type:H100"] == 1
+    labels = node["Labels"]
+    expected = {
+        "ray.io/accelerator-type": "H100",
+        "rayaccel.io/schema": "1",
+        "rayaccel.io/sku": "h100-sxm5-80gb",
+        "rayaccel.io/vendor": "nvidia",
+        "rayaccel.io/generation": "hopper",
+        "rayaccel.io/count": "8",
+        "rayaccel.io/memory-gib": "80",
+        "rayaccel.io/interconnect": "nvlink4",
+        "rayaccel.io/numa-nodes": "2",
+        "rayaccel.io/rdma-nics": "8",
+        "rayaccel.io/gpudirect": "true",
+        "rayaccel.io/discovery": "ok",
+    }
+    assert {k: labels.get(k) for k in expected} == expected
+
+
+def test_task_placed_by_label_sees_its_gpus_cpus_and_nics(cluster):
+    # The damaged worker is the same SKU: select healthy nodes only.
+    @ray.remote(num_gpus=2, label_selector={"rayaccel.io/sku": "h100-sxm5-80gb", "rayaccel.io/discovery": "ok"})
+    def probe():
+        import os
+
+        from ray_accel_ext.worker import my_devices
+
+        topo = my_devices()
+        return {
+            "node": ray.get_runtime_context().get_node_id(),
+            "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "topo": topo.to_dict(),
+        }
+
+    results = ray.get([probe.remote() for _ in range(2)], timeout=120)
+    seen = set()
+    for r in results:
+        assert r["node"] == cluster.node("h100").node_id
+        cuda = [int(x) for x in r["cuda"].split(",")]
+        assert len(cuda) == 2
+        topo = r["topo"]
+        assert [d["index"] for d in topo["devices"]] == sorted(cuda)
+        nics = [n["name"] for n in topo["nics"]]
+        assert nics == [f"mlx5_{i}" for i in sorted(cuda)]  # GPUk's PIX NIC is mlx5_k on this box
+        assert topo["nccl_env"]["NCCL_IB_HCA"] == "=" + ",".join(nics)
+        socket_cpus = {0: (0, 55), 1: (56, 111)}
+        for d in topo["devices"]:
+            lo, hi = socket_cpus[d["numa_node"]]
+            assert lo in topo["cpus"] and hi in topo["cpus"]
+        seen.update(cuda)
+    assert len(seen) == 4  # two concurrent tasks got disjoint GPUs
+
+
+def test_damaged_node_starts_degraded_and_names_the_files(cluster):
+    node = cluster.ray_node("damaged")
+    assert node["Alive"]
+    assert node["Labels"]["rayaccel.io/discovery"] == "degraded"
+    # The damaged devices are still counted where they can be: corrupt/missing optional files
+    # lose only their own field, the dangling device link drops that one function.
+    assert node["Resources"]["GPU"] == 7
+    log = cluster.node("damaged").log()
+    assert "discovery degraded" in log
+    assert "0000:3c:00.0/numa_node" in log
+    assert "0000:a0:00.0" in log and "broken symbolic link" in log
+
+
+def test_ray_params_merge_keeps_user_values():
+    from ray._private.parameter import RayParams
+
+    spec = node_spec(H100)
+    params = RayParams(num_gpus=4, resources={"accelerator_type:H100": 2, "mine": 1}, labels={"rayaccel.io/sku": "custom"})
+    merge_into_params(params, spec)
+    assert params.num_gpus == 4
+    assert params.resources == {"accelerator_type:H100": 2, "mine": 1}
+    assert params.labels["rayaccel.io/sku"] == "custom"
+    assert params.labels["rayaccel.io/count"] == "8"
+    kwargs = merge_into_init_kwargs({"resources": {"mine": 1}}, spec)
+    assert kwargs["num_gpus"] == 8 and kwargs["resources"] == {"accelerator_type:H100": 1, "mine": 1}
+
+
+def test_node_spec_never_raises_on_a_bad_root(tmp_path):
+    spec = node_spec(tmp_path / "does-not-exist")
+    assert spec.labels["rayaccel.io/discovery"] == "degraded"
