@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "label_key", "GPUDIREC
 # A device "has GPUDirect" when its nearest NIC sits behind the same PCIe switch.
 GPUDIRECT_PATHS = ("PIX", "PXB")
 _GIB = 1 << 30
+# Ray 2.60 TPUAcceleratorManager.is_valid_tpu_accelerator_type.
+_RAY_POD_TYPE_RE = re.compile(r"^(v|tpu)\d+[a-zA-Z]*-\d+$")
 
 
 def label_key(name: str) -> str:
@@ -195,15 +198,19 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
 
 
 def ray_tpu_pod_type(product: str | None) -> str | None:
-    """Ray's pod type for an accelerator-type string: ``tpu7x-8`` -> ``v7x-8`` (Ray normalises)."""
-    if not product:
+    """Ray's pod type for an accelerator-type string, or None where Ray would have none.
+
+    Ray 2.60 accepts the string only if it matches ``^(v|tpu)\\d+[a-zA-Z]*-\\d+$`` and then
+    lower-cases it and writes a ``tpu``/``tpu-`` prefix as ``v`` (``tpu7x-8`` -> ``v7x-8``;
+    ``TPUAcceleratorManager.get_current_node_tpu_pod_type`` and ``normalize_tpu_accelerator_type``).
+    """
+    if not product or not _RAY_POD_TYPE_RE.match(product):
         return None
-    if product.startswith("tpu"):
-        return "v" + product[len("tpu"):]
-    return product
+    return re.sub(r"^tpu-?v?", "v", product.strip().lower())
 
 
 def _tpu_labels(desc: NodeDescription) -> dict[str, str]:
+    """``ray.io/tpu-*`` labels, as ``TPUAcceleratorManager.get_current_node_accelerator_labels``."""
     fabric = desc.fabric
     if fabric is None or fabric.kind != "tpu-slice":
         return {}
@@ -212,7 +219,7 @@ def _tpu_labels(desc: NodeDescription) -> dict[str, str]:
         f"{RAY_PREFIX}/tpu-worker-id": str(fabric.worker),
     }
     if fabric.topology:
-        out[f"{RAY_PREFIX}/tpu-topology"] = fabric.topology
+        out[f"{RAY_PREFIX}/tpu-topology"] = fabric.topology.strip().lower()
     pod_type = ray_tpu_pod_type(fabric.product)
     if pod_type:
         out[f"{RAY_PREFIX}/tpu-pod-type"] = pod_type
@@ -220,11 +227,16 @@ def _tpu_labels(desc: NodeDescription) -> dict[str, str]:
 
 
 def _tpu_resources(desc: NodeDescription) -> dict[str, float]:
+    """``<slice-name>`` on every host and ``TPU-<pod-type>-head`` on worker 0, as
+    ``TPUAcceleratorManager.get_current_node_additional_resources`` (which needs all three of
+    slice name, worker id and pod type)."""
     fabric = desc.fabric
     if fabric is None or fabric.kind != "tpu-slice" or not fabric.id:
         return {}
-    out = {fabric.id: 1.0}
     pod_type = ray_tpu_pod_type(fabric.product)
-    if fabric.worker == 0 and pod_type:
+    if not pod_type:
+        return {}
+    out = {fabric.id: 1.0}
+    if fabric.worker == 0:
         out[f"TPU-{pod_type}-head"] = 1.0
     return out
