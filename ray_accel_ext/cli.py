@@ -19,8 +19,10 @@ from .errors import RayAccelError
 COMMANDS = (
     "discover",
     "ray_args",
+    "demo",
     "record",
     "doctor",
+    "cluster",
 )
 
 

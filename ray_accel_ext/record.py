@@ -329,6 +329,11 @@ class RecordingHost:
         env, env_secrets = self.env.recorded()
         (out / "env.json").write_text(json.dumps(env, indent=2, sort_keys=True) + "\n")
         metadata, md_secrets = self.metadata.recorded()
+        # A backend that looked at the endpoint override (to tell it is on GCE/EC2) must find a
+        # server on replay too, even when it asked nothing.
+        for kind, names in (("gce", ("GCE_METADATA_HOST", "GCE_METADATA_IP")), ("ec2", ("AWS_EC2_METADATA_SERVICE_ENDPOINT",))):
+            if kind not in metadata and any(n in self.env.read and self.inner.env.get(n) for n in names):
+                metadata[kind] = {}
         if metadata:
             (out / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
         if self.libraries:
