@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..backend import AcceleratorBackend, Capabilities
-from ..errors import HostReadError, ProviderError, TopologyStringError
+from ..errors import HostReadError, MetadataTimeout, ProviderError, TopologyStringError
 from ..host import Host
 from ..labels import sanitize_value
 from ..location import cloud_provider, gcp_location, hostname
@@ -181,11 +181,22 @@ class SliceInfo:
     sources: dict[str, str] = field(default_factory=dict)
     state: str | None = None
     health: str | None = None
+    metadata_failed: bool = False  # the metadata server timed out: do not ask it again
 
     def set(self, attr: str, value: str | None, source: str) -> None:
         if value and getattr(self, attr) in (None, (), ""):
             setattr(self, attr, value)
             self.sources[attr] = source
+
+
+def provider_reason(exc: ProviderError) -> str:
+    """``exc``'s message without the request line (its URL holds a per-run port in tests)."""
+    message = exc.message
+    for method in ("GET ", "PUT "):
+        prefix = f"{method}{exc.endpoint}: "
+        if exc.endpoint and message.startswith(prefix):
+            message = message[len(prefix):]
+    return f"{type(exc).__name__}: {message}"
 
 
 def _metadata_allowed(host: Host) -> bool:
@@ -210,10 +221,13 @@ def slice_info(host: Host, problems: list[str]) -> SliceInfo:
     md = host.metadata
 
     def get(key: str) -> str | None:
+        if info.metadata_failed:
+            return None
         try:
             value = md.gce_attribute(key)
         except ProviderError as exc:
-            problems.append(f"GCE metadata {key}: {exc.message}")
+            problems.append(f"GCE metadata {key}: {provider_reason(exc)}")
+            info.metadata_failed = info.metadata_failed or isinstance(exc, MetadataTimeout)
             return None
         return value.strip() if value else None
 
@@ -248,7 +262,7 @@ def slice_info(host: Host, problems: list[str]) -> SliceInfo:
 def _provider_lookup(host: Host, info: SliceInfo, location: Location, problems: list[str]) -> None:
     """Fill gaps from the Cloud TPU API (``[gcp]`` extra) when metadata lacked them."""
     missing = not (info.accelerator_type and info.topology and info.name and info.hostnames)
-    if not missing or not tpu_api.enabled(host.env, live=host.live):
+    if not missing or info.metadata_failed or not tpu_api.enabled(host.env, live=host.live):
         return
     project = info.tpu_env.get("CONSUMER_PROJECT_ID")
     zone = info.tpu_env.get("ZONE") or location.zone
@@ -265,7 +279,7 @@ def _provider_lookup(host: Host, info: SliceInfo, location: Location, problems: 
             host.env, host.deadline, project=project, zone=zone, name=info.name, ip=ip
         )
     except ProviderError as exc:
-        problems.append(f"Cloud TPU API: {exc.message}")
+        problems.append(f"Cloud TPU API: {provider_reason(exc)}")
         return
     if node is None:
         problems.append(f"Cloud TPU API: no TPU node {'named ' + info.name if info.name else 'with IP ' + str(ip)} in {project}/{zone}")
@@ -309,7 +323,13 @@ class TPUBackend(AcceleratorBackend):
         problems: list[str] = []
         chips = find_chips(host, problems)
         info = slice_info(host, problems)
-        location = gcp_location(host, problems) if cloud_provider(host) == "gcp" else Location()
+        location = Location()
+        if cloud_provider(host) == "gcp":
+            if info.metadata_failed:
+                location = Location(provider="gcp")
+                problems.append("GCE metadata: location not asked, the server did not answer")
+            else:
+                location = gcp_location(host, problems)
         _provider_lookup(host, info, location, problems)
 
         acc: AcceleratorType | None = None
