@@ -62,6 +62,10 @@ def list_rdma_nics(host: Host, problems: list[str] | None = None) -> list[RdmaNi
     for name in host.listdir(IB_CLASS):
         base = f"{IB_CLASS}/{name}"
         function: PciFunction | None = None
+        if not host.exists(base):
+            if problems is not None:
+                problems.append(f"{base}: broken symbolic link, NIC skipped")
+            continue
         try:
             dev_path = host.realpath(f"{base}/device")
             address = next((p for p in reversed(dev_path.split("/")) if BDF_RE.match(p)), None)
@@ -77,7 +81,12 @@ def list_rdma_nics(host: Host, problems: list[str] | None = None) -> list[RdmaNi
             if problems is not None:
                 problems.append(str(exc))
             link_layer, rate = None, None
-        netdevs = host.listdir(f"{base}/device/net") if function is not None else []
+        try:
+            netdevs = host.listdir(f"{base}/device/net") if function is not None else []
+        except HostReadError as exc:
+            if problems is not None:
+                problems.append(str(exc))
+            netdevs = []
         nic = Nic(
             name=name,
             kind=_kind(link_layer, function.vendor if function else None),
