@@ -217,6 +217,10 @@ def slice_info(host: Host, problems: list[str]) -> SliceInfo:
         info.sources["hostnames"] = "env"
     if all((info.accelerator_type, info.topology, info.worker_id, info.name)) or not _metadata_allowed(host):
         return info
+    if env.get("TPU_SKIP_MDS_QUERY", "").strip().lower() in ("1", "true", "yes"):
+        # GKE's TPU plugin sets this: the TPU facts are in the environment, not the metadata server.
+        info.sources["metadata"] = "skipped (TPU_SKIP_MDS_QUERY)"
+        return info
 
     md = host.metadata
 
