@@ -23,6 +23,7 @@ COMMANDS = (
     "record",
     "doctor",
     "cluster",
+    "dashboard",
 )
 
 
