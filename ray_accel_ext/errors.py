@@ -132,17 +132,36 @@ class MetadataServerError(ProviderError):
 
 
 class SchedulingError(RayAccelError):
-    """A placement request could not be satisfied."""
+    """A placement request could not be satisfied.
+
+    Data (``ray_accel_ext.placement``): ``request`` (every step asked for), ``attempts`` (one
+    entry per step and domain tried: step, level, domain, outcome, reason, waited_s), ``wait_s``;
+    from the domain chooser also ``reason`` (``busy``, ``tried``, ``no-match``, ``too-large``,
+    ``incomplete``), ``retryable`` and the inventory facts behind it (matching nodes/domains,
+    largest matching domain, busy domains).
+    """
 
     layer = "scheduling"
 
+    @property
+    def attempts(self) -> list[dict[str, Any]]:
+        """What was tried, in order, and why each failed."""
+        return list(self.data.get("attempts") or [])
+
+    @property
+    def retryable(self) -> bool:
+        """True when waiting can help (fitting domains exist but are held by others)."""
+        return bool(self.data.get("retryable", False))
+
 
 class NoDomainAvailable(SchedulingError):
-    """No domain of the requested level has enough free capacity (or none exists at all)."""
+    """No domain of the requested level has enough free capacity within the deadline (fitting
+    domains exist but are held, or their placement group did not become ready in time)."""
 
 
 class WouldSplitDomain(SchedulingError):
-    """The request can only be met by spreading one collective group over several domains."""
+    """The request can only be met by spreading one collective group over several domains: it is
+    larger than any (complete) matching domain, or no node matches at all; waiting cannot help."""
 
 
 # -- runtime ------------------------------------------------------------------------------------

@@ -621,7 +621,7 @@ def reserve(
     claims = _claims()
     attempts: list[dict[str, Any]] = []
     start = time.monotonic()
-    inventory: list[NodeView] = []
+    telemetry.inventory_metrics(read_inventory())
     for index, step in enumerate(steps):
         step_start = time.monotonic()
         deadline = step_start + step.deadline_s
