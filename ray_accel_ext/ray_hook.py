@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from .adapter import RayNodeSpec, degraded_spec, to_ray_node
+from .compat import is_tested_ray, ray_version, tested_range_text
 from .discovery import discover
 from .host import host_from_env, open_host
 from .telemetry import discovery_event
@@ -68,6 +69,14 @@ def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
 def start_hook(ray_params: Any, head: bool) -> None:
     """The ``RAY_START_HOOK`` entry point. Never raises."""
     try:
+        if not is_tested_ray():
+            _ensure_log_handler()
+            log.warning(
+                "ray_accel_ext is tested with Ray %s; this is Ray %s. The start hook uses only public "
+                "inputs (RayParams resources/labels/num_gpus) and continues.",
+                tested_range_text(),
+                ray_version(),
+            )
         spec = node_spec()
         merge_into_params(ray_params, spec)
         log.info(
