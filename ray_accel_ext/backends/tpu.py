@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..backend import AcceleratorBackend, Capabilities
-from ..errors import HostReadError, MetadataTimeout, ProviderError, TopologyStringError
+from ..errors import HostReadError, MetadataRateLimited, MetadataTimeout, ProviderError, TopologyStringError
 from ..host import Host
 from ..labels import sanitize_value
 from ..location import cloud_provider, gcp_location, hostname
@@ -181,7 +181,7 @@ class SliceInfo:
     sources: dict[str, str] = field(default_factory=dict)
     state: str | None = None
     health: str | None = None
-    metadata_failed: bool = False  # the metadata server timed out: do not ask it again
+    metadata_failed: bool = False  # the metadata server timed out or rate-limited: do not ask again
 
     def set(self, attr: str, value: str | None, source: str) -> None:
         if value and getattr(self, attr) in (None, (), ""):
@@ -231,7 +231,8 @@ def slice_info(host: Host, problems: list[str]) -> SliceInfo:
             value = md.gce_attribute(key)
         except ProviderError as exc:
             problems.append(f"GCE metadata {key}: {provider_reason(exc)}")
-            info.metadata_failed = info.metadata_failed or isinstance(exc, MetadataTimeout)
+            # A server that does not answer or asks us to back off is not asked again this run.
+            info.metadata_failed = info.metadata_failed or isinstance(exc, (MetadataTimeout, MetadataRateLimited))
             return None
         return value.strip() if value else None
 
@@ -331,7 +332,7 @@ class TPUBackend(AcceleratorBackend):
         if cloud_provider(host) == "gcp":
             if info.metadata_failed:
                 location = Location(provider="gcp")
-                problems.append("GCE metadata: location not asked, the server did not answer")
+                problems.append("GCE metadata: location not asked, the server did not answer or rate-limited")
             else:
                 location = gcp_location(host, problems)
         _provider_lookup(host, info, location, problems)
