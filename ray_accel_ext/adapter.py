@@ -184,7 +184,8 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
     if numa:
         _add(labels, label_key("numa-nodes"), str(len(numa)))
     _add(labels, label_key("rdma-nics"), str(len(desc.nics)))
-    if desc.nics:
+    # Omitted when no device knows its nearest NIC (affinity unknown, e.g. Neuron without neuron-ls).
+    if desc.nics and any(d.nics for d in desc.devices):
         direct = bool(desc.devices) and all(
             any(n.path in GPUDIRECT_PATHS for n in d.nics) for d in desc.devices
         )
