@@ -56,6 +56,9 @@ CAUSES: dict[str, tuple[str, str]] = {
                                   "RAY_ACCEL_METADATA_TIMEOUT_S / RAY_ACCEL_BUDGET_S"),
     "metadata-rate-limited": ("warning", "the metadata server answered HTTP 429 (too many requests): stagger node "
                                          "starts, or restart the node after the Retry-After interval"),
+    "metadata-token-refused": ("error", "EC2 refused the IMDSv2 token: enable the metadata service and, in containers, "
+                                        "raise the hop limit (`aws ec2 modify-instance-metadata-options --instance-id <id> "
+                                        "--http-endpoint enabled --http-put-response-hop-limit 2`)"),
     "metadata-error": ("error", "the metadata server answered with an error: retry; if it persists, check the "
                                 "instance's metadata configuration"),
     "ray-missing": ("warning", "install Ray: `pip install 'ray-accel-ext[ray]'`"),
@@ -135,11 +138,15 @@ def _host_error_cause(err: dict[str, Any]) -> str:
         return "file-missing" if reason == "no such file" else "file-unreadable"
     if name == "MetadataServerError" and err.get("status") is None:
         return "metadata-unreachable"
+    if name == "MetadataServerError" and str(err.get("endpoint", "")).endswith("/api/token") and err.get("status") in (401, 403, 405):
+        return "metadata-token-refused"
     return _ERROR_CLASS_CAUSE.get(name, "degraded")
 
 
 _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"/api/token: HTTP 40[135]"), "metadata-token-refused"),
     (re.compile(r"HTTP 429"), "metadata-rate-limited"),
+    (re.compile(r"did not answer|not asked", re.I), "metadata-timeout"),
     (re.compile(r"no answer within|budget spent|timed out", re.I), "metadata-timeout"),
     (re.compile(r"Connection(Refused|Reset)Error|Name or service not known|nodename nor servname|"
                 r"RemoteDisconnected|No route to host|Temporary failure in name resolution", re.I), "metadata-unreachable"),
@@ -177,6 +184,7 @@ def _plain(cause: str, backend: str | None, raw: str) -> str:
         "metadata-timeout": "the cloud metadata server did not answer in time, so provider facts are missing",
         "metadata-unreachable": "the cloud metadata server could not be reached, so provider facts are missing",
         "metadata-error": "the cloud metadata server answered with an error, so provider facts are missing",
+        "metadata-token-refused": "the EC2 metadata service refused an IMDSv2 token, so provider facts are missing",
         "tool-missing": "a tool discovery needs is not installed",
         "tool-failed": "a tool discovery runs failed",
         "file-unreadable": "a file discovery needs could not be read (unreadable, broken or corrupt)",
@@ -245,10 +253,14 @@ def _probe_families(host: FsHost, inventory: NodeInventory, installed: set[str],
     out: list[Finding] = []
     described = {d.backend for d in inventory.descriptions}
     failed = {p.backend for p in inventory.problems}
+    # A family a backend described fully shows its driver works (NVML, neuron-ls, chips answered);
+    # the driver's footprint is probed only where something is missing.
+    partial = {d.backend for d in inventory.descriptions if d.degraded or _library_absent(d)}
     for family, bdfs in sorted(_pci_accelerators(host).items()):
         backend, extra, driver_paths, driver_msg = _FAMILY[family]
         where = f"{len(bdfs)} PCI function(s) {', '.join(bdfs[:4])}{' ...' if len(bdfs) > 4 else ''}"
-        if not any(host.exists(p) for p in driver_paths):
+        probe_driver = backend not in described or backend in partial
+        if probe_driver and not any(host.exists(p) for p in driver_paths):
             out.append(_finding("driver-missing", driver_msg, backend=backend, detail=where))
         if backend in described or backend in failed:
             continue
@@ -264,10 +276,14 @@ def _probe_families(host: FsHost, inventory: NodeInventory, installed: set[str],
     return out
 
 
+def _library_absent(desc) -> bool:
+    return desc.backend == "nvidia_gpu" and any(k.endswith("/nvml") and v == "absent" for k, v in desc.attributes.items())
+
+
 def _probe_libraries(inventory: NodeInventory) -> list[Finding]:
     out = []
     for desc in inventory.descriptions:
-        if desc.backend == "nvidia_gpu" and any(k.endswith("/nvml") and v == "absent" for k, v in desc.attributes.items()):
+        if _library_absent(desc):
             out.append(_finding(
                 "library-missing",
                 "NVIDIA GPUs were found from sysfs, but NVML is not available, so GPU UUIDs, memory, NVLink links "
@@ -346,11 +362,18 @@ def diagnose(host: FsHost) -> Diagnosis:
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
-    seen: set[tuple[str, str]] = set()
-    out = []
+    """One finding per (cause, backend): the first message, every raw reason in ``detail``."""
+    merged: dict[tuple[str, str | None], list[Finding]] = {}
     for f in findings:
-        key = (f.cause, f.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
+        merged.setdefault((f.cause, f.backend), []).append(f)
+    out = []
+    for group in merged.values():
+        first = group[0]
+        if len(group) == 1:
+            out.append(first)
+            continue
+        details = list(dict.fromkeys(g.detail or g.message for g in group))
+        out.append(Finding(cause=first.cause, severity=first.severity, fix=first.fix, backend=first.backend,
+                           message=f"{first.message} (and {len(group) - 1} more of the same kind)",
+                           detail=" | ".join(details)))
     return out
