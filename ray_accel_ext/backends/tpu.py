@@ -265,29 +265,36 @@ def slice_info(host: Host, problems: list[str]) -> SliceInfo:
 
 
 def _provider_lookup(host: Host, info: SliceInfo, location: Location, problems: list[str]) -> None:
-    """Fill gaps from the Cloud TPU API (``[gcp]`` extra) when metadata lacked them."""
+    """Fill gaps from the Cloud TPU API (``[gcp]`` extra) when metadata lacked them.
+
+    The node is looked up by its TPU node name (``TPU_NAME`` or tpu-env ``NODE_ID``; Ray's
+    ``instance-id`` may be a numeric id the API does not know) or, failing that, found among the
+    zone's nodes by this host's IP, which also gives the worker id.
+    """
     missing = not (info.accelerator_type and info.topology and info.name and info.hostnames)
     if not missing or info.metadata_failed or not tpu_api.enabled(host.env, live=host.live):
         return
     project = info.tpu_env.get("CONSUMER_PROJECT_ID")
     zone = info.tpu_env.get("ZONE") or location.zone
+    node_name = info.tpu_env.get("NODE_ID") or (info.name if info.sources.get("name") == "env" else None)
+    ip = None
     try:
-        if not project and _metadata_allowed(host):
-            project = (host.metadata.gce("project/project-id") or "").strip() or None
-        ip = None
-        if not info.name and _metadata_allowed(host):
-            ip = (host.metadata.gce("instance/network-interfaces/0/ip") or "").strip() or None
-        if not (project and zone and (info.name or ip)):
+        if _metadata_allowed(host):
+            if not project:
+                project = (host.metadata.gce("project/project-id") or "").strip() or None
+            if not node_name or not info.worker_id:
+                ip = (host.metadata.gce("instance/network-interfaces/0/ip") or "").strip() or None
+        if not (project and zone and (node_name or ip)):
             problems.append("Cloud TPU API: project, zone or node name unknown; not asked")
             return
-        node = tpu_api.find_node(
-            host.env, host.deadline, project=project, zone=zone, name=info.name, ip=ip
-        )
+        node = tpu_api.find_node(host.env, host.deadline, project=project, zone=zone, name=node_name, ip=ip)
+        if node is None and node_name and ip:
+            node = tpu_api.find_node(host.env, host.deadline, project=project, zone=zone, ip=ip)
     except ProviderError as exc:
         problems.append(f"Cloud TPU API: {provider_reason(exc)}")
         return
     if node is None:
-        problems.append(f"Cloud TPU API: no TPU node {'named ' + info.name if info.name else 'with IP ' + str(ip)} in {project}/{zone}")
+        problems.append(f"Cloud TPU API: no TPU node {'named ' + node_name if node_name else 'with IP ' + str(ip)} in {project}/{zone}")
         return
     info.set("name", node.name, "cloud-tpu-api")
     info.set("accelerator_type", node.accelerator_type, "cloud-tpu-api")
