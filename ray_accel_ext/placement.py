@@ -634,8 +634,8 @@ def reserve(
                 choice = choose_domain(inventory, step, busy_domains=held, busy_nodes=busy_nodes, exclude=tried)
             except SchedulingError as exc:
                 now = time.monotonic()
-                if exc.data.get("retryable") and now + poll_s < deadline:
-                    time.sleep(poll_s)
+                if exc.data.get("retryable") and now < deadline:
+                    time.sleep(min(poll_s, deadline - now))
                     continue
                 attempts.append(_attempt(index, step, None, exc.data.get("reason", "error"), exc.message, now - step_start))
                 break
