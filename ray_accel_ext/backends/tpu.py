@@ -88,6 +88,7 @@ def _iommu_group(host: Host, address: str) -> int | None:
 def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
     """The TPU chips of ``host`` a process could open, in ``TPU_VISIBLE_CHIPS`` order."""
     tpu_functions: list[tuple[PciFunction, Generation]] = []
+    unknown_accelerators = False
     for address in list_functions(host):
         try:
             vendor, device, pci_class = read_ids(host, address)
@@ -100,6 +101,7 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
         gen = generation_from_pci(func.device, func.subsystem_device)
         if gen is None:
             if pci_class.startswith("0x12"):  # processing accelerator, but an id we do not know
+                unknown_accelerators = True
                 problems.append(f"{PCI_DEVICES}/{address}: Google accelerator device {device} is not a known TPU; not counted")
             continue
         tpu_functions.append((func, gen))
@@ -141,7 +143,7 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
     if no_node and not chips:
         # Partly visible chips are normal in a container given a subset; none at all is not.
         problems.append(f"TPU chips {', '.join(no_node)} have no /dev/accel* or /dev/vfio node (driver not bound?)")
-    if not chips_fns and accel:
+    if not chips_fns and not unknown_accelerators and accel:
         # /dev/accel* without visible PCI functions (a container without /sys/bus/pci): trust the nodes.
         chips = [TpuChip(None, (), node, number) for number, node in accel]
     gens = {c.generation.name for c in chips if c.generation is not None}

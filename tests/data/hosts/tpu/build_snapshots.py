@@ -37,8 +37,8 @@ def _link(link: Path, target: Path) -> None:
 class Tree:
     """A snapshot under construction."""
 
-    def __init__(self, name: str) -> None:
-        self.dir = HERE / name
+    def __init__(self, name: str, base: Path = HERE) -> None:
+        self.dir = Path(base) / name
         if self.dir.exists():
             keep = (self.dir / "expected.json").read_text() if (self.dir / "expected.json").exists() else None
             shutil.rmtree(self.dir)
