@@ -51,7 +51,13 @@ __all__ = [
 _MIN_GRANULARITY = 0.0001  # Ray rounds node resources to 1e-4 (ray_constants.MIN_RESOURCE_GRANULARITY)
 
 
-def _describe(backend: AcceleratorBackend, snapshot: Snapshot) -> NodeDescription:
+def _describe(backend: AcceleratorBackend, snapshot: Snapshot, suite: SuiteConfig | None = None) -> NodeDescription:
+    """detect + describe on ``snapshot``; with ``suite``, once per class and snapshot (the purity
+    and statelessness tests call the backend afresh)."""
+    if suite is not None:
+        if snapshot.path not in suite.described:
+            suite.described[snapshot.path] = _describe(backend, snapshot)
+        return suite.described[snapshot.path]
     with open_snapshot(snapshot) as host:
         assert backend.detect(host) is True, (
             f"{backend.name}.detect() is not True on snapshot {snapshot}, whose golden file has a "
@@ -105,9 +111,14 @@ class BaseRegistrationTests(SuiteTests):
     def test_label_prefix_owned(self, suite: SuiteConfig) -> None:
         prefix = getattr(suite.backend_cls, "label_prefix", None)
         assert is_valid_prefix(prefix), f"{suite.name}: label_prefix {prefix!r} is not a DNS subdomain such as 'acme.ai'"
-        assert prefix not in (RAY_PREFIX, PROJECT_PREFIX) and not prefix.endswith(("." + RAY_PREFIX, "." + PROJECT_PREFIX)), (
+        assert prefix not in (RAY_PREFIX, PROJECT_PREFIX) and not prefix.endswith("." + RAY_PREFIX), (
             f"{suite.name}: label_prefix {prefix!r} is reserved (Ray owns {RAY_PREFIX}, the core schema owns "
             f"{PROJECT_PREFIX}); use a domain you own"
+        )
+        in_tree = suite.backend_cls.__module__.startswith("ray_accel_ext.")
+        assert in_tree or not prefix.endswith("." + PROJECT_PREFIX), (
+            f"{suite.name}: label_prefix {prefix!r} is under {PROJECT_PREFIX}, which only ray_accel_ext's own "
+            f"backends use; a third-party backend labels under a domain its vendor owns (e.g. 'amd.com')"
         )
 
     def test_resource_name_valid(self, suite: SuiteConfig) -> None:
@@ -300,16 +311,16 @@ class BaseDescriptionTests(SuiteTests):
             f"'python -m ray_accel_ext.testing.snapshots --update {snapshot.path}' after checking the output by eye"
         )
 
-    def test_matches_golden(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        desc = _describe(backend, device_snapshot)
+    def test_matches_golden(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        desc = _describe(backend, device_snapshot, suite)
         diff = golden_diff(device_snapshot.description, desc.to_dict())
         assert not diff, (
             f"{backend.name}.describe() on snapshot {device_snapshot} differs from its expected.json:\n  "
             + "\n  ".join(diff)
         )
 
-    def test_consistent(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        desc = _describe(backend, device_snapshot)
+    def test_consistent(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        desc = _describe(backend, device_snapshot, suite)
         errors = desc.consistency_errors()
         if desc.backend != backend.name:
             errors.append(f"backend: {desc.backend!r}, expected the entry-point name {backend.name!r}")
@@ -322,8 +333,8 @@ class BaseDescriptionTests(SuiteTests):
                 errors.append(f"attributes[{key!r}]: outside the backend's label_prefix {backend.label_prefix!r}")
         assert not errors, f"{backend.name} on snapshot {device_snapshot}:\n  " + "\n  ".join(errors)
 
-    def test_round_trip(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        desc = _describe(backend, device_snapshot)
+    def test_round_trip(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        desc = _describe(backend, device_snapshot, suite)
         data = json.loads(json.dumps(desc.to_dict()))
         again = NodeDescription.from_dict(data)
         assert again == desc, (
@@ -331,8 +342,8 @@ class BaseDescriptionTests(SuiteTests):
             + "\n  ".join(golden_diff(desc.to_dict(), again.to_dict()))
         )
 
-    def _promise(self, cap: str, backend: AcceleratorBackend, snap: Snapshot) -> None:
-        desc = _describe(backend, snap)
+    def _promise(self, cap: str, backend: AcceleratorBackend, snap: Snapshot, suite: SuiteConfig) -> None:
+        desc = _describe(backend, snap, suite)
         with open_snapshot(snap) as host:
             gaps = missing(cap, desc, host, snap.description, bool(metadata_spec(snap.path)))
         assert not gaps, (
@@ -341,28 +352,28 @@ class BaseDescriptionTests(SuiteTests):
         )
 
     @requires("topology_links")
-    def test_links_filled(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        self._promise("topology_links", backend, device_snapshot)
+    def test_links_filled(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        self._promise("topology_links", backend, device_snapshot, suite)
 
     @requires("nic_affinity")
-    def test_nic_affinity_filled(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        self._promise("nic_affinity", backend, device_snapshot)
+    def test_nic_affinity_filled(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        self._promise("nic_affinity", backend, device_snapshot, suite)
 
     @requires("numa_affinity")
-    def test_numa_affinity_filled(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        self._promise("numa_affinity", backend, device_snapshot)
+    def test_numa_affinity_filled(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        self._promise("numa_affinity", backend, device_snapshot, suite)
 
     @requires("fabric_domains")
-    def test_fabric_domain_filled(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        self._promise("fabric_domains", backend, device_snapshot)
+    def test_fabric_domain_filled(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        self._promise("fabric_domains", backend, device_snapshot, suite)
 
     @requires("provider_location")
-    def test_provider_location_filled(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        self._promise("provider_location", backend, device_snapshot)
+    def test_provider_location_filled(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        self._promise("provider_location", backend, device_snapshot, suite)
 
     def test_declared_capabilities_are_shown(self, suite: SuiteConfig) -> None:
         snaps = [s for s in suite.snapshots if s.has_devices]
-        descs = [(s, _describe(suite.backend_cls(), s)) for s in snaps]
+        descs = [(s, _describe(suite.backend_cls(), s, suite)) for s in snaps]
         unshown = [
             cap for cap in suite.backend_cls.capabilities.declared()
             if cap != "uses_network" and not any(shown_by(cap, d) for _, d in descs)
@@ -377,12 +388,12 @@ class BaseDescriptionTests(SuiteTests):
 class BaseAdapterTests(SuiteTests):
     """What Ray receives from this backend's description is valid and stays in its namespace."""
 
-    def _spec(self, backend: AcceleratorBackend, snap: Snapshot):
-        desc = _describe(backend, snap)
+    def _spec(self, backend: AcceleratorBackend, snap: Snapshot, suite: SuiteConfig):
+        desc = _describe(backend, snap, suite)
         return desc, to_ray_node(NodeInventory(descriptions=(desc,)))
 
-    def test_resources_valid_for_ray(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        desc, spec = self._spec(backend, device_snapshot)
+    def test_resources_valid_for_ray(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        desc, spec = self._spec(backend, device_snapshot, suite)
         errors = []
         for name, qty in spec.resources.items():
             if not name or any(c.isspace() for c in name):
@@ -400,8 +411,8 @@ class BaseAdapterTests(SuiteTests):
             )
         assert not errors, f"{backend.name} on snapshot {device_snapshot}:\n  " + "\n  ".join(errors)
 
-    def test_labels_valid_for_ray_selectors(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        _desc, spec = self._spec(backend, device_snapshot)
+    def test_labels_valid_for_ray_selectors(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        _desc, spec = self._spec(backend, device_snapshot, suite)
         errors = [f"{k}={v!r}" for k, v in spec.labels.items() if not (is_valid_key(k) and is_valid_value(v) and v)]
         try:
             from ray._private import label_utils
@@ -416,8 +427,8 @@ class BaseAdapterTests(SuiteTests):
             f"{backend.name} on snapshot {device_snapshot}: labels Ray's selectors cannot match:\n  " + "\n  ".join(errors)
         )
 
-    def test_vendor_labels_under_own_prefix(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        desc, spec = self._spec(backend, device_snapshot)
+    def test_vendor_labels_under_own_prefix(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        desc, spec = self._spec(backend, device_snapshot, suite)
         errors = []
         for key, value in desc.attributes.items():
             if key_prefix(key) != backend.label_prefix:
@@ -432,11 +443,11 @@ class BaseAdapterTests(SuiteTests):
                 errors.append(f"label {key!r} is in nobody's namespace (allowed: {RAY_PREFIX}, {PROJECT_PREFIX}, {backend.label_prefix})")
         assert not errors, f"{backend.name} on snapshot {device_snapshot}:\n  " + "\n  ".join(errors)
 
-    def test_matches_golden_ray_spec(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+    def test_matches_golden_ray_spec(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
         expected = device_snapshot.expected or {}
         if len(expected.get("descriptions", [])) != 1 or expected.get("problems"):
             pytest.skip(f"snapshot {device_snapshot}'s golden Ray spec covers other families or problems too")
-        _desc, spec = self._spec(backend, device_snapshot)
+        _desc, spec = self._spec(backend, device_snapshot, suite)
         diff = golden_diff(expected.get("ray"), spec.to_dict())
         assert not diff, f"{backend.name}: Ray spec on snapshot {device_snapshot} differs from expected.json:\n  " + "\n  ".join(diff)
 
@@ -454,8 +465,8 @@ class BaseVisibilityTests(SuiteTests):
         return out
 
     @requires("device_visibility")
-    def test_visible_devices_env_is_pure(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        desc = _describe(backend, device_snapshot)
+    def test_visible_devices_env_is_pure(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        desc = _describe(backend, device_snapshot, suite)
         for subset in self._subsets(len(desc.devices)):
             devices = [desc.devices[i] for i in subset]
             before = dict(os.environ)
@@ -468,8 +479,8 @@ class BaseVisibilityTests(SuiteTests):
             assert not bad, f"{backend.name}.visible_devices_env({subset}): not str variable names/values: {bad}"
 
     @requires("device_visibility")
-    def test_visible_devices_round_trip(self, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
-        desc = _describe(backend, device_snapshot)
+    def test_visible_devices_round_trip(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
+        desc = _describe(backend, device_snapshot, suite)
         for subset in self._subsets(len(desc.devices)):
             env = backend.visible_devices_env([desc.devices[i] for i in subset])
             parsed = backend.parse_visible_devices(env)

@@ -45,7 +45,11 @@ def _module_state(modules: list[str]) -> dict[str, Any]:
                 except Exception:  # noqa: BLE001 - unorderable contents: length only
                     out[key] = ("len", len(value), None)
             cache_info = getattr(value, "cache_info", None)
-            if callable(cache_info) and isinstance(value, functools._lru_cache_wrapper):  # type: ignore[attr-defined]
+            if (
+                callable(cache_info)
+                and isinstance(value, functools._lru_cache_wrapper)  # type: ignore[attr-defined]
+                and getattr(value, "__module__", None) == name  # its own caches, not urllib's
+            ):
                 out[key] = ("lru_cache", value.cache_info().currsize, None)
     return out
 

@@ -77,6 +77,7 @@ class SuiteConfig:
     xfail_errors: tuple[str, ...] = ()
     live_ray: bool = False
     load_error: str | None = None
+    described: dict[Path, Any] = field(default_factory=dict, compare=False, repr=False)  # describe() results
 
     @property
     def name(self) -> str:
