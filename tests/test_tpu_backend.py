@@ -137,3 +137,14 @@ def test_registered_and_visible_chips_env():
     env = backend.visible_devices_env(devices)
     assert env == {"TPU_VISIBLE_CHIPS": "1,3"}
     assert backend.parse_visible_devices(env) == [1, 3]
+
+
+def test_accel_nodes_without_visible_pci_use_the_accelerator_type(tmp_path, capsys, monkeypatch):
+    """A container that sees /dev/accel* but no /sys/bus/pci: chips from the nodes, generation
+    from TPU_ACCELERATOR_TYPE."""
+    tree = _tree(tmp_path, {"TPU_ACCELERATOR_TYPE": "v4-8", "TPU_TOPOLOGY": "2x2x1", "TPU_WORKER_ID": "0", "TPU_NAME": "v4-a"})
+    tree.accel(4)
+    (desc,) = _discover(tree.dir, capsys, monkeypatch)
+    assert desc["resource_quantity"] == 4 and desc["sku"]["generation"] == "v4"
+    assert [d["id"] for d in desc["devices"]] == [f"/dev/accel{i}" for i in range(4)]
+    assert desc["fabric"]["id"] == "v4-a" and desc["problems"] == []
