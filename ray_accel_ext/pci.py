@@ -128,14 +128,17 @@ def read_ids(host: Host, address: str) -> tuple[str, str, str]:
     return vendor, device, pci_class
 
 
-def read_function(host: Host, address: str, problems: list[str] | None = None) -> PciFunction:
+def read_function(
+    host: Host, address: str, problems: list[str] | None = None, ids: tuple[str, str, str] | None = None
+) -> PciFunction:
     """Everything discovery needs about one function.
 
     Missing or corrupt optional files (``numa_node``, ``local_cpulist``) become ``None``/``()``
-    and a line in ``problems``; missing ids raise :class:`HostReadError`.
+    and a line in ``problems``; missing ids raise :class:`HostReadError`. ``ids`` is the
+    ``(vendor, device, class)`` a caller already read with :func:`read_ids`, to skip reading them again.
     """
     base = f"{PCI_DEVICES}/{address}"
-    vendor, device, pci_class = read_ids(host, address)
+    vendor, device, pci_class = ids if ids is not None else read_ids(host, address)
     path = host.realpath(base)
     numa: int | None = None
     cpus: tuple[int, ...] = ()

@@ -176,8 +176,8 @@ class NvidiaGPUBackend(AcceleratorBackend):
 # -- sysfs ----------------------------------------------------------------------------------------
 
 
-def _gpu_ids(host: Host, address: str) -> tuple[str, str] | None:
-    """(device id, class) when ``address`` is an NVIDIA GPU, else None. Raises HostReadError."""
+def _gpu_ids(host: Host, address: str) -> tuple[str, str, str] | None:
+    """(vendor, device, class) when ``address`` is an NVIDIA GPU, else None. Raises HostReadError."""
     base = f"{PCI_DEVICES}/{address}"
     vendor_text = host.read_optional(f"{base}/vendor")
     if vendor_text is None:
@@ -190,16 +190,17 @@ def _gpu_ids(host: Host, address: str) -> tuple[str, str] | None:
     if not pci_class.startswith("0x03"):
         return None
     device = parse_hex_id(host.read_text(f"{base}/device"), f"{base}/device")
-    return device, pci_class
+    return NVIDIA_VENDOR_ID, device, pci_class
 
 
 def _gpu_functions(host: Host, problems: list[str]) -> list[PciFunction]:
     gpus = []
     for address in list_functions(host):
         try:
-            if _gpu_ids(host, address) is None:
+            ids = _gpu_ids(host, address)
+            if ids is None:
                 continue
-            gpus.append(read_function(host, address, problems))
+            gpus.append(read_function(host, address, problems, ids))
         except HostReadError as exc:
             problems.append(f"{exc}; cannot tell whether {address} is an NVIDIA GPU, not counted")
     return gpus
