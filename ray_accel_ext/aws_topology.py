@@ -18,6 +18,7 @@ made once, without retries; API errors raise :class:`~ray_accel_ext.errors.Provi
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -57,6 +58,8 @@ def enabled(env: Mapping[str, str]) -> bool:
 
 def boto3_available() -> bool:
     """True when the ``[aws]`` extra (boto3) is installed; nothing is imported."""
+    if "boto3" in sys.modules:
+        return sys.modules["boto3"] is not None  # None: imports of it are blocked
     return importlib.util.find_spec("boto3") is not None
 
 
