@@ -11,7 +11,7 @@ function (tpu-info's order).
 
 Slice (``hardware.md`` 4.1-4.3): GKE variables (``TPU_ACCELERATOR_TYPE``, ``TPU_TOPOLOGY``,
 ``TPU_WORKER_ID``, ``TPU_WORKER_HOSTNAMES``, ``TPU_NAME``) first, field by field, as Ray does;
-then, on GCE, one metadata call per missing key (``accelerator-type``, ``instance-id``,
+then, on GCE, one metadata call per missing key, made concurrently (``accelerator-type``, ``instance-id``,
 ``agent-worker-number``, ``tpu-env``, ``worker-network-endpoints``), each bounded by the host's
 timeout and discovery budget; then, with the ``[gcp]`` extra, the Cloud TPU API
 (:mod:`.tpu_api`) for what metadata left out.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..backend import AcceleratorBackend, Capabilities
@@ -42,7 +43,7 @@ from .tpu_topology import (
     slice_shape,
 )
 
-__all__ = ["TPUBackend", "TpuChip", "SliceInfo", "find_chips", "slice_info", "parse_tpu_env", "LABEL_PREFIX"]
+__all__ = ["TPUBackend", "TpuChip", "SliceInfo", "find_chips", "slice_info", "prefetch_metadata", "parse_tpu_env", "LABEL_PREFIX"]
 
 LABEL_PREFIX = "tpu.rayaccel.io"
 _ACCEL_RE = re.compile(r"^accel(\d+)$")
@@ -205,9 +206,13 @@ def _metadata_allowed(host: Host) -> bool:
     return cloud_provider(host) == "gcp" or bool(host.env.get("GCE_METADATA_HOST") or host.env.get("GCE_METADATA_IP"))
 
 
-def slice_info(host: Host, problems: list[str]) -> SliceInfo:
-    """Slice identity from GKE variables, then GCE metadata (one call per missing key)."""
-    env = host.env
+# Ray's keys (Ray's precedence: env first, then these), then what Ray does not read.
+TPU_METADATA_KEYS = ("accelerator-type", "instance-id", "agent-worker-number", "tpu-env", "worker-network-endpoints")
+# What location.gcp_location asks; fetched together with the TPU keys so they share one wait.
+LOCATION_PATHS = ("instance/zone", "instance/machine-type", "instance/attributes/physical_host_topology")
+
+
+def _from_env(env: Mapping[str, str]) -> SliceInfo:
     info = SliceInfo()
     info.set("accelerator_type", env.get("TPU_ACCELERATOR_TYPE"), "env")
     info.set("topology", env.get("TPU_TOPOLOGY"), "env")
@@ -217,52 +222,98 @@ def slice_info(host: Host, problems: list[str]) -> SliceInfo:
     if names:
         info.hostnames = names
         info.sources["hostnames"] = "env"
+    return info
+
+
+def _metadata_keys(host: Host, info: SliceInfo) -> list[str]:
+    """The attribute keys this host still needs from the metadata server (none on full GKE env)."""
     if all((info.accelerator_type, info.topology, info.worker_id, info.name)) or not _metadata_allowed(host):
-        return info
-    if env.get("TPU_SKIP_MDS_QUERY", "").strip().lower() in ("1", "true", "yes"):
+        return []
+    if host.env.get("TPU_SKIP_MDS_QUERY", "").strip().lower() in ("1", "true", "yes"):
         # GKE's TPU plugin sets this: the TPU facts are in the environment, not the metadata server.
         info.sources["metadata"] = "skipped (TPU_SKIP_MDS_QUERY)"
-        return info
+        return []
+    wanted = {
+        "accelerator-type": not info.accelerator_type,
+        "instance-id": not info.name,
+        "agent-worker-number": not info.worker_id,
+        "tpu-env": True,
+        "worker-network-endpoints": not info.hostnames,
+    }
+    return [k for k in TPU_METADATA_KEYS if wanted[k]]
 
+
+def prefetch_metadata(host: Host, paths: list[str]) -> dict[str, str | None | ProviderError]:
+    """GET ``paths`` from the GCE metadata server concurrently (one call each, answers cached in
+    ``host.metadata``): a node start waits about one round trip instead of one per key. Each call
+    keeps its own timeout and the shared deadline, so this returns within the budget."""
     md = host.metadata
 
-    def get(key: str) -> str | None:
-        if info.metadata_failed:
-            return None
+    def one(path: str) -> str | None | ProviderError:
         try:
-            value = md.gce_attribute(key)
+            return md.gce(path)
         except ProviderError as exc:
-            problems.append(f"GCE metadata {key}: {provider_reason(exc)}")
-            # A server that does not answer or asks us to back off is not asked again this run.
-            info.metadata_failed = info.metadata_failed or isinstance(exc, (MetadataTimeout, MetadataRateLimited))
-            return None
-        return value.strip() if value else None
+            return exc
 
-    # Ray's keys, in Ray's order of precedence (env first, then these).
-    if not info.accelerator_type:
-        info.set("accelerator_type", get("accelerator-type"), "metadata")
-    if not info.name:
-        info.set("name", get("instance-id"), "metadata")
-    if not info.worker_id:
-        info.set("worker_id", get("agent-worker-number"), "metadata")
-    tpu_env_text = get("tpu-env")
+    if not paths:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(paths), thread_name_prefix="ray-accel-tpu-metadata") as pool:
+        return dict(zip(paths, pool.map(one, paths)))
+
+
+def _apply_metadata(info: SliceInfo, fetched: Mapping[str, str | None | ProviderError], keys: list[str],
+                    problems: list[str]) -> None:
+    failures: dict[str, list[str]] = {}
+    values: dict[str, str | None] = {}
+    for key in keys:
+        got = fetched.get(f"instance/attributes/{key}")
+        if isinstance(got, ProviderError):
+            failures.setdefault(provider_reason(got), []).append(key)
+            # A server that does not answer or asks us to back off is not asked again this run.
+            info.metadata_failed = info.metadata_failed or isinstance(got, (MetadataTimeout, MetadataRateLimited))
+            values[key] = None
+        else:
+            values[key] = got.strip() if got else None
+    for reason, failed in failures.items():
+        problems.append(f"GCE metadata {', '.join(failed)}: {reason}")
+
+    info.set("accelerator_type", values.get("accelerator-type"), "metadata")
+    info.set("name", values.get("instance-id"), "metadata")
+    info.set("worker_id", values.get("agent-worker-number"), "metadata")
+    tpu_env_text = values.get("tpu-env")
     if tpu_env_text:
-        values, bad = parse_tpu_env(tpu_env_text)
-        info.tpu_env = values
+        parsed, bad = parse_tpu_env(tpu_env_text)
+        info.tpu_env = parsed
         problems.extend(f"GCE metadata tpu-env: {b}" for b in bad)
-        info.set("topology", values.get("TOPOLOGY"), "tpu-env")
+        info.set("topology", parsed.get("TOPOLOGY"), "tpu-env")
         # Keys Ray does not read: fill gaps only.
-        info.set("accelerator_type", values.get("ACCELERATOR_TYPE"), "tpu-env")
-        info.set("worker_id", values.get("WORKER_ID"), "tpu-env")
-        info.set("name", values.get("NODE_ID"), "tpu-env")
-    if not info.hostnames:
-        endpoints = get("worker-network-endpoints")
-        if endpoints:
-            # "<hostname>:<uid>:<ip>,..." in worker order; the IP is what workers reach each other by.
-            ips = tuple(part.split(":")[-1].strip() for part in endpoints.split(",") if part.strip())
-            if ips:
-                info.hostnames = ips
-                info.sources["hostnames"] = "metadata"
+        info.set("accelerator_type", parsed.get("ACCELERATOR_TYPE"), "tpu-env")
+        info.set("worker_id", parsed.get("WORKER_ID"), "tpu-env")
+        info.set("name", parsed.get("NODE_ID"), "tpu-env")
+    endpoints = values.get("worker-network-endpoints")
+    if endpoints and not info.hostnames:
+        # "<hostname>:<uid>:<ip>,..." in worker order; the IP is what workers reach each other by.
+        ips = tuple(part.split(":")[-1].strip() for part in endpoints.split(",") if part.strip())
+        if ips:
+            info.hostnames = ips
+            info.sources["hostnames"] = "metadata"
+
+
+def slice_info(host: Host, problems: list[str], *, with_location: bool = False) -> SliceInfo:
+    """Slice identity from GKE variables, then GCE metadata (one call per missing key, all at once).
+
+    ``with_location`` also prefetches the keys :func:`location.gcp_location` reads.
+    """
+    info = _from_env(host.env)
+    keys = _metadata_keys(host, info)
+    paths = [f"instance/attributes/{k}" for k in keys] + (list(LOCATION_PATHS) if with_location else [])
+    fetched = prefetch_metadata(host, paths)
+    if keys:
+        _apply_metadata(info, fetched, keys, problems)
+    elif with_location and any(isinstance(v, (MetadataTimeout, MetadataRateLimited)) for v in fetched.values()):
+        info.metadata_failed = True
+        reason = next(provider_reason(v) for v in fetched.values() if isinstance(v, ProviderError))
+        problems.append(f"GCE metadata: {reason}")
     return info
 
 
@@ -336,9 +387,10 @@ class TPUBackend(AcceleratorBackend):
     def describe(self, host: Host) -> NodeDescription:
         problems: list[str] = []
         chips = find_chips(host, problems)
-        info = slice_info(host, problems)
+        on_gcp = cloud_provider(host) == "gcp"
+        info = slice_info(host, problems, with_location=on_gcp)
         location = Location()
-        if cloud_provider(host) == "gcp":
+        if on_gcp:
             if info.metadata_failed:
                 location = Location(provider="gcp")
                 problems.append("GCE metadata: location not asked, the server did not answer or rate-limited")
