@@ -536,6 +536,16 @@ class Reservation:
             placement_group_capture_child_tasks=True,
         )
 
+    def actor_options(self, bundle_index: int) -> dict[str, Any]:
+        """``.options(...)`` for a task/actor that takes all of bundle ``bundle_index``."""
+        bundle = dict(self.bundles[bundle_index])
+        return {
+            "num_cpus": bundle.pop("CPU", 0),
+            "num_gpus": bundle.pop("GPU", 0),
+            "resources": bundle,
+            "scheduling_strategy": self.scheduling_strategy(bundle_index),
+        }
+
     def bundle_nodes(self) -> dict[int, str]:
         """Bundle index -> node id, as Ray placed them."""
         from ray.util import placement_group_table
