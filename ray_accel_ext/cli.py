@@ -24,6 +24,7 @@ COMMANDS = (
     "doctor",
     "cluster",
     "dashboard",
+    "health",
 )
 
 

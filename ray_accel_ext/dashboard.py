@@ -254,7 +254,8 @@ function table(caption, headers, rows) {
   t.append(body);
   return t;
 }
-function deviceRows(desc) {
+function deviceRows(desc, health) {
+  const gone = new Set(((health && health.missing) || []).map(m => m.pci_address).filter(Boolean));
   const peers = {};  // device -> link label -> [peer indices]
   for (const l of desc.links || []) {
     const label = fabricName(l.kind) + (l.lanes > 1 ? " ×" + l.lanes : "");
@@ -274,6 +275,7 @@ function deviceRows(desc) {
     d.coords ? d.coords.join(",") : "–",
     linkText(d.index) || "none",
     (d.nics || []).map(n => n.nic + " " + n.path).join(", ") || "none",
+    gone.has(d.pci_address) ? el("span", {"class":"badge degraded"}, "⚠ MISSING") : "present",
   ]);
 }
 function hostSection(node, domId) {
@@ -292,7 +294,7 @@ function hostSection(node, domId) {
       " · " + fabricName(desc.interconnect) + " · " + desc.resource_name + " " + desc.resource_quantity +
       (desc.nics.length ? " · " + desc.nics.length + " RDMA NICs" : "")));
     sec.append(table("Devices of " + node.hostname + " (" + desc.backend + "): fabric links and nearest NICs",
-      ["Device", "PCI address", "NUMA", "Coords", "Links to", "Nearest NICs"], deviceRows(desc)));
+      ["Device", "PCI address", "NUMA", "Coords", "Links to", "Nearest NICs", "State"], deviceRows(desc, node.health)));
   }
   const reasons = node.reasons || [];
   if (reasons.length) sec.append(el("ul", {"class":"reasons", "aria-label": "Why " + node.hostname + " is degraded"}, reasons.map(r => el("li", {}, r))));

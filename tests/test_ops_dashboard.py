@@ -120,7 +120,9 @@ def test_health_mark_reaches_inventory_and_dashboard(cluster, capsys):
 
     node_id = next(n.node_id for n in cluster.nodes if n.name == H100.name)
     reason = "accelerator 0000:1a:00.0 (0x10de:0x2330) disappeared after the node started"
-    report_state(node_id, {"status": "degraded", "reasons": [reason], "missing": [], "added": [], "events": []})
+    missing = [{"key": "pci:0000:1a:00.0", "kind": "accelerator", "subsystem": "pci", "name": "0000:1a:00.0",
+                "pci_address": "0000:1a:00.0", "vendor": "0x10de", "device": "0x2330", "pci_class": "0x030200"}]
+    report_state(node_id, {"status": "degraded", "reasons": [reason], "missing": missing, "added": [], "events": []})
     inv = gather()
     node = inv.node(node_id)
     assert node.degraded and reason in node.reasons()
@@ -144,7 +146,7 @@ def test_dashboard_page_in_chromium(cluster):
         assert len(dom.domains) == len(expected) + 1  # plus the head's own host domain
         # placement groups per domain, degraded node with its reason, links and NIC affinity shown
         assert "tpu-slice-a" in html and "gb200-train" in html
-        assert "disappeared after the node started" in html
+        assert "disappeared after the node started" in html and html.count(">⚠ MISSING<") == 1
         for snap, name in ((GB200, "NVLink 5"), (H100, "NVLink 4")):
             desc = json.loads((snap / "expected.json").read_text())["descriptions"][0]
             lanes = desc["links"][0]["lanes"]
@@ -186,3 +188,21 @@ def test_embedded_data_cannot_close_the_script():
     page = render_page({"nodes": [{"hostname": "</script><script>alert(1)</script>"}]})
     assert "</script><script>alert(1)" not in page
     assert page.count("</script>") == 2
+
+
+@pytest.mark.ray
+def test_health_monitors_run_on_every_node(cluster, capsys):
+    import ray
+
+    assert main(["health", "start", "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    marks = json.loads(out[out.index("{"):])
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    assert set(marks) == alive
+    # pyudev reads this machine's real /sys (it cannot use a snapshot root): no accelerators here
+    assert {m["status"] for m in marks.values()} == {"ok"}
+    from ray_accel_ext.inventory import gather
+
+    inv = gather()
+    assert all(n.health and n.health["status"] == "ok" and not n.degraded for n in inv.nodes if n.node_id in alive
+               and n.labels.get("rayaccel.io/discovery") != "degraded")
