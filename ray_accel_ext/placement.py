@@ -57,6 +57,7 @@ __all__ = [
     "read_inventory",
     "reserve",
     "reserve_domain",
+    "use_topology_strategy",
     "claims_snapshot",
     "CLAIMS_ACTOR",
     "CLAIMS_NAMESPACE",
@@ -588,11 +589,13 @@ class Reservation:
         self.release()
 
 
-def _use_topology_strategy(flag: bool | None) -> bool:
+def use_topology_strategy(flag: bool | None, version: str | None = None) -> bool:
+    """Whether to pass Ray's experimental ``topology_strategy``: ``None`` = only on the tested Ray
+    range (``version`` defaults to the installed one); ``True`` outside it raises RayVersionError."""
     if flag is None:
-        return is_tested_ray()
+        return is_tested_ray(version)
     if flag:
-        require_tested_ray("placement topology_strategy (experimental in Ray)")
+        require_tested_ray("placement topology_strategy (experimental in Ray)", version)
     return bool(flag)
 
 
@@ -626,7 +629,7 @@ def reserve(
 
     if not steps:
         raise ValueError("reserve() needs at least one DomainRequest")
-    topology = _use_topology_strategy(topology_strategy)
+    topology = use_topology_strategy(topology_strategy)
     owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
     claims = _claims()
     attempts: list[dict[str, Any]] = []

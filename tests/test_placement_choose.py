@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_accel_ext.errors import NoDomainAvailable, SchedulingError, WouldSplitDomain
-from ray_accel_ext.placement import DomainRequest, choose_domain, match_selector, node_views
+from ray_accel_ext.errors import NoDomainAvailable, RayVersionError, SchedulingError, WouldSplitDomain
+from ray_accel_ext.placement import DomainRequest, choose_domain, match_selector, node_views, use_topology_strategy
 from ray_accel_ext.telemetry import TELEMETRY_LOGGER, inventory_metrics, placement_event
 
 FABRIC = "rayaccel.io/fabric-domain"
@@ -245,3 +245,11 @@ def test_inventory_counts_nodes_by_discovery_result():
     counts = inventory_metrics(inv)
     assert counts[("v6e", "none", "none", "none")] == 8
     assert counts[("blackwell", "none", "degraded", "none")] == 1
+
+
+def test_topology_strategy_is_used_only_on_the_tested_ray_range():
+    assert use_topology_strategy(None, "2.60.0") is True
+    assert use_topology_strategy(None, "2.61.0") is False  # falls back to bundle_label_selector + strategy
+    assert use_topology_strategy(False, "2.60.0") is False
+    with pytest.raises(RayVersionError, match="tested only with Ray 2.60"):
+        use_topology_strategy(True, "2.59.1")
