@@ -16,7 +16,7 @@ Every assertion message names the backend and the snapshot and says what to fix.
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import json
 import math
 import os
@@ -171,12 +171,28 @@ class BaseRegistrationTests(SuiteTests):
                 errors.append(f"{test_id}: no such suite test (stale entry?)")
         assert not errors, f"xfails file {suite.xfails_file}:\n  " + "\n  ".join(errors)
 
-    def test_no_suite_test_overridden(self, request: pytest.FixtureRequest) -> None:
-        overridden = overridden_tests(type(request.instance))
-        assert not overridden, (
-            f"{type(request.instance).__qualname__} overrides suite tests: {', '.join(overridden)}. "
-            f"Use the xfails file (with a reason and a link) instead; see CHECKLIST.md"
+    def test_no_suite_test_overridden(self) -> None:
+        found = []
+        for cls in _vendor_classes(SuiteTests):
+            overridden = overridden_tests(cls)
+            if overridden:
+                found.append(f"{cls.__module__}.{cls.__qualname__} overrides {', '.join(overridden)}")
+        assert not found, (
+            "suite tests were overridden (a neutered test would report PASSED):\n  " + "\n  ".join(found)
+            + "\nDeclare the gap in Capabilities or list the test id in the xfails file with a reason and a link "
+            "(CHECKLIST.md, 'Known failures')"
         )
+
+
+def _vendor_classes(root: type) -> list[type]:
+    """Every loaded subclass of ``root`` outside the suite's own base module."""
+    out, todo = [], list(root.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__ != __name__:
+            out.append(cls)
+    return out
 
 
 class BaseDetectionTests(SuiteTests):
@@ -233,8 +249,9 @@ class BaseDetectionTests(SuiteTests):
         with open_snapshot(snapshot) as host:
             budget = host.deadline.budget_s
             started = time.perf_counter()
-            if backend.detect(host):
-                backend.describe(host)
+            with contextlib.suppress(Exception):  # errors are judged by the other tests; this one times
+                if backend.detect(host):
+                    backend.describe(host)
             elapsed = time.perf_counter() - started
         assert elapsed <= budget, (
             f"{backend.name} took {elapsed:.2f}s on snapshot {snapshot}, over the {budget:g}s discovery budget "

@@ -176,8 +176,9 @@ def parse_xfails(text: str) -> tuple[dict[str, str], list[str]]:
             errors.append(f"line {n}: {test_id!r} is not a suite test id like 'BaseDescriptionTests::test_matches_golden[snap]'")
             continue
         if not re.search(r"https?://\S+", reason):
-            errors.append(f"line {n}: {test_id} needs '# <reason> <link to the bug>' after it")
-        out[test_id] = reason or "listed in the xfails file"
+            errors.append(f"line {n}: {test_id} needs '# <reason> <link to the bug>' after it (not applied)")
+            continue
+        out[test_id] = reason
     return out, errors
 
 

@@ -1,0 +1,3 @@
+"""The suite's own tests run pytest inside pytest."""
+
+pytest_plugins = ["pytester"]
