@@ -100,7 +100,10 @@ class DomainRequest:
     reports them; ``{"CPU": 1}`` for a host without any). ``selector`` uses Ray's selector syntax
     (``"v"``, ``"!v"``, ``"in(a,b)"``, ``"!in(a,b)"``) and applies to every node of the domain.
     ``complete=True`` skips domains with fewer alive nodes than their ``rayaccel.io/fabric-hosts``
-    (a TPU slice is only usable whole).
+    (a TPU slice is only usable whole). ``domain_wait_s``: how long one domain's placement group
+    may take to become ready before the next free domain of the step is tried (a group in a
+    really free domain is ready in milliseconds; one that is not was taken by work placed
+    outside this API).
     """
 
     level: str = "fabric"
@@ -112,6 +115,7 @@ class DomainRequest:
     deadline_s: float = 30.0
     complete: bool = False
     name: str = ""
+    domain_wait_s: float = 10.0
 
     def __post_init__(self) -> None:
         level_key(self.level)
@@ -124,8 +128,8 @@ class DomainRequest:
             if not self.bundles:
                 raise ValueError("bundles must not be empty")
         object.__setattr__(self, "selector", dict(self.selector))
-        if self.deadline_s < 0:
-            raise ValueError("deadline_s must be >= 0")
+        if self.deadline_s < 0 or self.domain_wait_s <= 0:
+            raise ValueError("deadline_s must be >= 0 and domain_wait_s > 0")
 
     @property
     def key(self) -> str:
@@ -156,6 +160,7 @@ class DomainRequest:
             "strategy": self.node_strategy,
             "deadline_s": self.deadline_s,
             "complete": self.complete,
+            "domain_wait_s": self.domain_wait_s,
         }
 
 
@@ -655,7 +660,7 @@ def reserve(
             if not ray.get(claims.claim.remote(choice.claim_key, list(choice.node_ids), owner, claim_ttl_s)):
                 continue  # lost a race for this domain; look again
             pg = _create_pg(choice, name or f"rayaccel-{owner}", topology)
-            remaining = max(0.0, deadline - time.monotonic())
+            remaining = min(step.domain_wait_s, max(0.0, deadline - time.monotonic()))
             ready = pg.wait(remaining) if remaining > 0 else False
             if ready:
                 ray.get(claims.attach.remote(choice.claim_key, owner, pg.id.hex()))
@@ -672,7 +677,7 @@ def reserve(
             ray.get(claims.release.remote(choice.claim_key, owner))
             tried.add(choice.claim_key)
             attempts.append(_attempt(index, step, choice.domain, "timeout",
-                                     f"placement group not ready within {step.deadline_s:g}s", time.monotonic() - step_start))
+                                     f"placement group not ready within {remaining:.3g}s", time.monotonic() - step_start))
             if time.monotonic() >= deadline:
                 break
 
@@ -704,9 +709,11 @@ def reserve_domain(
     selector: Mapping[str, str] | None = None,
     deadline_s: float = 30.0,
     complete: bool = False,
+    domain_wait_s: float = 10.0,
     **kwargs: Any,
 ) -> Reservation:
     """One-step :func:`reserve`: ``hosts`` (or ``bundles``, or the whole domain) at ``level``."""
     step = DomainRequest(level=level, hosts=hosts, bundles=tuple(bundles) if bundles else None, bundle=bundle,
-                         selector=dict(selector or {}), deadline_s=deadline_s, complete=complete)
+                         selector=dict(selector or {}), deadline_s=deadline_s, complete=complete,
+                         domain_wait_s=domain_wait_s)
     return reserve(step, **kwargs)

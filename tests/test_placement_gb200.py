@@ -104,6 +104,32 @@ def test_request_larger_than_any_domain_fails_fast(cluster):
     assert set(ray.util.placement_group_table()) == before
 
 
+def test_domain_taken_outside_the_api_times_out_and_the_next_one_is_used(cluster):
+    first = sorted({n["Labels"][FABRIC] for n in ray.nodes() if n["Labels"].get("ray.io/accelerator-type") == "GB200"})[0]
+    tray = next(n["NodeID"] for n in ray.nodes() if n["Labels"].get(FABRIC) == first)
+
+    @ray.remote(num_gpus=4, num_cpus=0)
+    class Squatter:
+        def ping(self):
+            return True
+
+    # A plain actor (no claim) takes every GPU of one tray of the best-fit domain.
+    squatter = Squatter.options(label_selector={"ray.io/node-id": tray}).remote()
+    ray.get(squatter.ping.remote())
+    try:
+        with reserve_domain("fabric", hosts=2, selector=GB200, deadline_s=60, domain_wait_s=2) as r:
+            assert r.domain != first
+            assert [(a["domain"], a["outcome"]) for a in r.attempts] == [(first, "timeout"), (r.domain, "ready")]
+            assert "not ready within 2s" in r.attempts[0]["reason"]
+            assert {domain_of(n) for n in r.bundle_nodes().values()} == {r.domain}
+        # Nothing of the timed-out group is left behind.
+        assert all(t["state"] == "REMOVED" or t["bundles_to_node_id"] == {} or tray not in t["bundles_to_node_id"].values()
+                   for t in ray.util.placement_group_table().values())
+    finally:
+        ray.kill(squatter)
+    assert claims_snapshot() == {}
+
+
 def _twenty(deadline_s, hold_s):
     results, lock = [], threading.Lock()
 
