@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import RayAccelError
 from .model import NodeInventory
 
 __all__ = [
@@ -36,9 +37,16 @@ __all__ = [
     "InventoryCollector",
     "gather",
     "probe_node",
+    "ClusterUnreachable",
     "DOMAIN_LABEL",
     "RACK_LABEL",
 ]
+
+class ClusterUnreachable(RayAccelError):
+    """No Ray cluster answered at the given address."""
+
+    layer = "runtime"
+
 
 DOMAIN_LABEL = "rayaccel.io/fabric-domain"
 RACK_LABEL = "rayaccel.io/rack"
@@ -326,8 +334,14 @@ def _ensure_ray(address: str | None):
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto", logging_level="ERROR",
-                 log_to_driver=False, namespace="ray_accel_ext")
+        target = address or os.environ.get("RAY_ADDRESS") or "auto"
+        try:
+            ray.init(address=target, logging_level="ERROR", log_to_driver=False, namespace="ray_accel_ext")
+        except ConnectionError as exc:
+            raise ClusterUnreachable(
+                f"no Ray cluster at {target}: {exc} (pass --address HOST:PORT, or set RAY_ADDRESS; a cluster "
+                "with token auth also needs RAY_AUTH_TOKEN)"
+            ) from None
     return ray
 
 
