@@ -208,8 +208,9 @@ def test_visibility_is_per_core_and_round_trips():
     desc = inventory.descriptions[0]
     backend = NeuronBackend()
     env = backend.visible_devices_env(desc.devices[1:3])
-    assert env == {"NEURON_RT_VISIBLE_CORES": "4,5,6,7,8,9,10,11"}
+    assert env == {"NEURON_RT_VISIBLE_CORES": "4,5,6,7,8,9,10,11", "RAY_ACCEL_NEURON_CORES_PER_DEVICE": "4"}
     assert backend.parse_visible_devices(env, desc.devices) == [1, 2]
+    assert backend.parse_visible_devices(env) == [1, 2]
     assert backend.parse_visible_devices({"NEURON_RT_VISIBLE_CORES": "0-3,12"}, desc.devices) == [0, 3]
     assert backend.parse_visible_devices({}, desc.devices) is None
     # What the worker call does with the core ids Ray assigns: device = core // 4, its nearest EFAs.

@@ -96,7 +96,14 @@ def cli_json(capsys, monkeypatch, snapshot, command):
 
 def test_every_documented_snapshot_is_shipped():
     shipped = {p.name for p in NEURON.iterdir() if (p / "rootfs").is_dir()}
-    assert shipped == set(DOCUMENTED)
+    assert shipped == set(DOCUMENTED) | {"no-neuron-m7i-2xlarge"}
+
+
+def test_ec2_host_without_neuron_devices_offers_none(capsys, monkeypatch):
+    # Its ENA NIC has the AWS vendor id 0x1d0f too: the vendor alone must not count as a Neuron device.
+    out = cli_json(capsys, monkeypatch, NEURON / "no-neuron-m7i-2xlarge", "ray-args")
+    assert out["resources"] == {}
+    assert out["labels"]["rayaccel.io/count"] == "0" and out["labels"]["rayaccel.io/discovery"] == "ok"
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED))

@@ -52,6 +52,7 @@ __all__ = ["NeuronBackend", "NEURON_LS_TIMEOUT_S", "LNC_ENV", "VISIBLE_CORES_ENV
 
 LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
 VISIBLE_CORES_ENV = "NEURON_RT_VISIBLE_CORES"
+CORES_PER_DEVICE_ENV = "RAY_ACCEL_NEURON_CORES_PER_DEVICE"
 # neuron-ls gets at most this long, and never more than half of what is left of the discovery
 # budget, so that a hanging tool still leaves time to describe the node from sysfs.
 NEURON_LS_TIMEOUT_S = 1.5
@@ -165,24 +166,34 @@ class NeuronBackend(AcceleratorBackend):
     # -- visibility: per NeuronCore, not per device ---------------------------------------------
 
     def visible_devices_env(self, devices: Sequence[Device]) -> Mapping[str, str]:
-        """``NEURON_RT_VISIBLE_CORES`` naming every logical core of ``devices``."""
-        return {VISIBLE_CORES_ENV: ",".join(str(c) for d in devices for c in core_ids(d))}
+        """``NEURON_RT_VISIBLE_CORES`` naming every logical core of ``devices`` (comma list, the
+        form Ray sets), plus ``RAY_ACCEL_NEURON_CORES_PER_DEVICE`` so the subset can be read back."""
+        env = {VISIBLE_CORES_ENV: ",".join(str(c) for d in devices for c in core_ids(d))}
+        per_device = {d.cores for d in devices}
+        if len(per_device) == 1 and None not in per_device:
+            env[CORES_PER_DEVICE_ENV] = str(per_device.pop())
+        return env
 
     def parse_visible_devices(self, env: Mapping[str, str], devices: Sequence[Device] = ()) -> list[int] | None:
         """Device indices whose cores ``NEURON_RT_VISIBLE_CORES`` names; None means all.
 
-        Needs the node's ``devices`` (their ``cores``) to map a core id to its device; without
-        them every device is assumed to have the same core count and the answer is the core ids
-        themselves, which is only right for one core per device.
+        A core id maps to its device through the node's ``devices`` when given, else through
+        ``RAY_ACCEL_NEURON_CORES_PER_DEVICE`` (device = core // cores per device). With neither
+        (the variable as Ray sets it, read without the node's description) one core per device
+        is assumed.
         """
         text = env.get(VISIBLE_CORES_ENV)
         if text is None:
             return None
         cores = parse_core_list(text) if text.strip() else []
-        if not devices:
-            return cores
-        owner = {c: d.index for d in devices for c in core_ids(d)}
-        return sorted({owner[c] for c in cores if c in owner})
+        if devices:
+            owner = {c: d.index for d in devices for c in core_ids(d)}
+            return sorted({owner[c] for c in cores if c in owner})
+        try:
+            per_device = max(1, int(env.get(CORES_PER_DEVICE_ENV, "1")))
+        except ValueError:
+            per_device = 1
+        return sorted({c // per_device for c in cores})
 
 
 def core_ids(device: Device) -> range:

@@ -99,7 +99,9 @@ def missing(
             if not desc.nics:
                 out.append("nics is empty although the host has RDMA devices under /sys/class/infiniband")
             else:
-                bare = [d.index for d in desc.devices if not d.nics]
+                # A device without a PCI address has no place in the PCIe tree: its nearest NIC is
+                # unknowable (e.g. Neuron class devices without neuron-ls), not a broken promise.
+                bare = [d.index for d in desc.devices if not d.nics and d.pci_address]
                 if bare:
                     out.append(f"devices{bare}.nics: no nearest NIC although the node has {len(desc.nics)} NIC(s)")
     elif capability == "numa_affinity":

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NeuronHostSpec", "SwitchGroup", "build", "ultraserver_node", "SPECS", "main"]
+__all__ = ["NeuronHostSpec", "SwitchGroup", "build", "build_empty", "ultraserver_node", "SPECS", "EMPTY", "main"]
 
 GIB = 1 << 30
 TRN2_TORUS = [
@@ -341,6 +341,30 @@ Expected: the device is still described from sysfs, `neuron-ls` and its PCI id
 
 
 SPECS = _specs()
+EMPTY = "no-neuron-m7i-2xlarge"
+
+
+def build_empty(dest: Path) -> Path:
+    """An EC2 host without Neuron devices whose only AWS-vendor PCI function is its ENA NIC."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    root = dest / "rootfs"
+    root.mkdir(parents=True)
+    _pci_function(root, "/sys/devices/pci0000:00/0000:00:05.0", "0x1d0f", "0xec20", "0x020000", 0, "0-7")
+    _write(root, "/sys/class/dmi/id/product_name", "m7i.2xlarge\n")
+    _write(root, "/sys/class/dmi/id/sys_vendor", "Amazon EC2\n")
+    _write(root, "/proc/sys/kernel/hostname", "ip-10-0-9-91\n")
+    (dest / "metadata.json").write_text(json.dumps({"ec2": _ec2("m7i.2xlarge", "i-0m7i000000000001")}, indent=2,
+                                                   sort_keys=True) + "\n")
+    (dest / "env.json").write_text("{}\n")
+    (dest / "README.md").write_text(
+        "# m7i.2xlarge (no Neuron devices)\n\n"
+        "An EC2 m7i.2xlarge: no `/dev/neuronN`, no `neuron_device` class, and one PCI function of the\n"
+        "AWS vendor id `0x1d0f` that is not a Neuron device (ENA NIC `0xec20`, `reference/hardware.md`\n"
+        "section 1.5). Detection must say False. Synthetic; written by\n"
+        "`ray_accel_ext/testing/neuron_hosts.py`.\n"
+    )
+    return dest
 
 
 def ultraserver_node(snapshot: str | os.PathLike[str], dest: str | os.PathLike[str], node_id: int) -> Path:
@@ -378,6 +402,12 @@ def main(argv: list[str] | None = None) -> int:
         if saved is not None:
             keep.write_text(saved)
         print(f"wrote {Path(args.dest) / spec.name}")
+    keep = Path(args.dest) / EMPTY / "expected.json"
+    saved = keep.read_text() if keep.exists() else None
+    build_empty(Path(args.dest) / EMPTY)
+    if saved is not None:
+        keep.write_text(saved)
+    print(f"wrote {Path(args.dest) / EMPTY}")
     return 0
 
 
