@@ -25,6 +25,7 @@ COMMANDS = (
     "cluster",
     "dashboard",
     "health",
+    "conformance",
 )
 
 
