@@ -35,6 +35,7 @@ __all__ = [
     "PlacementGroupInfo",
     "ClusterInventory",
     "InventoryCollector",
+    "assemble",
     "gather",
     "probe_node",
     "ClusterUnreachable",
