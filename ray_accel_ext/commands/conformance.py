@@ -102,8 +102,10 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for it in items:
         counts = " ".join(f"{n} {o}" for o, n in it["counts"].items()) or "-"
-        why = it["reasons"][0] if it["reasons"] else ("check by review (CHECKLIST.md)" if it["status"] == "manual" else "")
-        rows.append((it["status"].upper(), it["title"], counts, why[:110]))
+        why = it["reasons"][0][:110] if it["reasons"] else ("check by review (CHECKLIST.md)" if it["status"] == "manual" else "")
+        if len(it["reasons"]) > 1:
+            why += f" (+{len(it['reasons']) - 1} more)"
+        rows.append((it["status"].upper(), it["title"], counts, why))
     print(f"conformance of {args.backend!r}:")
     print(table(rows, ("status", "checklist item", "tests", "first reason")))
     failures = [r for r in results if r["outcome"] in ("failed", "error")]
