@@ -11,7 +11,7 @@ function (tpu-info's order).
 
 Slice (``hardware.md`` 4.1-4.3): GKE variables (``TPU_ACCELERATOR_TYPE``, ``TPU_TOPOLOGY``,
 ``TPU_WORKER_ID``, ``TPU_WORKER_HOSTNAMES``, ``TPU_NAME``) first, field by field, as Ray does;
-then, on GCE, one metadata call per missing key, made concurrently (``accelerator-type``, ``instance-id``,
+then, on GCE, one metadata call per missing key, four at a time (``accelerator-type``, ``instance-id``,
 ``agent-worker-number``, ``tpu-env``, ``worker-network-endpoints``), each bounded by the host's
 timeout and discovery budget; then, with the ``[gcp]`` extra, the Cloud TPU API
 (:mod:`.tpu_api`) for what metadata left out.
@@ -210,6 +210,9 @@ def _metadata_allowed(host: Host) -> bool:
 TPU_METADATA_KEYS = ("accelerator-type", "instance-id", "agent-worker-number", "tpu-env", "worker-network-endpoints")
 # What location.gcp_location asks; fetched together with the TPU keys so they share one wait.
 LOCATION_PATHS = ("instance/zone", "instance/machine-type", "instance/attributes/physical_host_topology")
+# Requests in flight at once: a handful keeps well under a listener's default backlog (5 in
+# Python's socketserver; more concurrent connects there were dropped and retried after 1 s).
+METADATA_CONCURRENCY = 4
 
 
 def _from_env(env: Mapping[str, str]) -> SliceInfo:
@@ -244,9 +247,10 @@ def _metadata_keys(host: Host, info: SliceInfo) -> list[str]:
 
 
 def prefetch_metadata(host: Host, paths: list[str]) -> dict[str, str | None | ProviderError]:
-    """GET ``paths`` from the GCE metadata server concurrently (one call each, answers cached in
-    ``host.metadata``): a node start waits about one round trip instead of one per key. Each call
-    keeps its own timeout and the shared deadline, so this returns within the budget."""
+    """GET ``paths`` from the GCE metadata server, up to ``METADATA_CONCURRENCY`` at a time (one
+    call each, answers cached in ``host.metadata``): a node start waits two or three round trips
+    instead of one per key. Each call keeps its own timeout and the shared deadline, so this
+    returns within the budget."""
     md = host.metadata
 
     def one(path: str) -> str | None | ProviderError:
@@ -257,7 +261,7 @@ def prefetch_metadata(host: Host, paths: list[str]) -> dict[str, str | None | Pr
 
     if not paths:
         return {}
-    with ThreadPoolExecutor(max_workers=len(paths), thread_name_prefix="ray-accel-tpu-metadata") as pool:
+    with ThreadPoolExecutor(max_workers=min(len(paths), METADATA_CONCURRENCY), thread_name_prefix="ray-accel-tpu-metadata") as pool:
         return dict(zip(paths, pool.map(one, paths)))
 
 
