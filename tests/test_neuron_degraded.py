@@ -256,3 +256,33 @@ def test_instance_type_from_imds_when_dmi_is_absent(tmp_path, capsys, monkeypatc
     out = cli(capsys, monkeypatch, snap)
     assert out["labels"]["neuron.rayaccel.io/instance-type"] == "inf2.xlarge"
     assert out["labels"]["rayaccel.io/discovery"] == "ok"
+
+
+def test_single_device_needs_no_neuron_ls(tmp_path, capsys, monkeypatch):
+    snap = copy_of("inf2-xlarge", tmp_path)
+    (snap / "commands/neuron-ls.json").write_text(json.dumps({"missing": True}))
+    desc = only_description(cli(capsys, monkeypatch, snap, "discover"))
+    (device,) = desc["devices"]
+    assert (device["pci_address"], device["numa_node"], device["cpus"]) == ("0000:13:00.0", 0, [0, 1, 2, 3])
+    assert desc["problems"] == []
+
+
+def test_two_node_ultraserver_mode(tmp_path, capsys, monkeypatch):
+    snap = copy_of("trn2u-48xlarge-node1", tmp_path)
+    classdir = snap / "rootfs/sys/class/neuron_device"
+    (classdir / "ultraserver_mode").write_text("2,4\n")  # X2H and standalone only: no 4-node domain
+    out = cli(capsys, monkeypatch, snap)
+    labels = out["labels"]
+    assert (labels["rayaccel.io/fabric-domain"], labels["rayaccel.io/fabric-hosts"],
+            labels["rayaccel.io/fabric-worker"], labels["rayaccel.io/fabric-topology"]) == (
+        "5f3a9c1e00b2d470", "2", "1", "4x4x2")
+    assert labels["rayaccel.io/discovery"] == "ok"
+
+
+def test_ultraserver_instance_without_server_files_is_reported(tmp_path, capsys, monkeypatch):
+    snap = copy_of("trn2u-48xlarge-node1", tmp_path)
+    for name in ("server_id_4", "node_id_4", "server_id_2", "node_id_2", "ultraserver_mode"):
+        (snap / "rootfs/sys/class/neuron_device" / name).unlink()
+    desc = only_description(cli(capsys, monkeypatch, snap, "discover"))
+    assert desc["fabric"]["kind"] == "host"
+    assert any("UltraServer instance but" in p for p in desc["problems"])
