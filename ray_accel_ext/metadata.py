@@ -15,6 +15,7 @@ while it fits in the deadline. A 404 is an answer (the key does not exist): ``No
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import threading
 import time
@@ -35,6 +36,7 @@ DEFAULT_TIMEOUT_S = 0.5
 MAX_RETRIES = 2
 MAX_BODY_BYTES = 256 * 1024
 _TOKEN_TTL_S = "60"
+_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
 
 
 class MetadataClient:
@@ -111,6 +113,9 @@ class MetadataClient:
             )
             if not body:
                 raise MetadataServerError("IMDS returned an empty token", endpoint=token_url, status=status)
+            if not _TOKEN_RE.match(body.strip()):
+                # It goes into a header: control characters or a page of HTML must not reach it.
+                raise MetadataServerError("IMDS returned a malformed token", endpoint=token_url, status=status)
             self._imds_token = body.strip()
         url = f"{self.imds_base}/latest/meta-data/{path.lstrip('/')}"
         _, body, _ = self._request("GET", url, {"X-aws-ec2-metadata-token": self._imds_token})
@@ -160,21 +165,51 @@ class MetadataClient:
 
     def _once(self, method, parts, headers, timeout) -> tuple[int, str, dict[str, str]]:
         self.calls += 1
+        end = time.monotonic() + timeout
         conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
         try:
             path = parts.path + (f"?{parts.query}" if parts.query else "")
             conn.request(method, path or "/", headers=headers)
             resp = conn.getresponse()
-            raw = resp.read(MAX_BODY_BYTES + 1)
-            if len(raw) > MAX_BODY_BYTES:
-                raise http.client.HTTPException(f"answer larger than {MAX_BODY_BYTES} bytes")
+            raw = _read_body(resp, conn, end)
             declared = resp.getheader("Content-Length")
             if declared is not None and declared.isdigit() and len(raw) < int(declared):
                 raise http.client.HTTPException(f"truncated answer: {len(raw)} of {declared} bytes")
-            return resp.status, raw.decode("utf-8", "replace"), {k.lower(): v for k, v in resp.getheaders()}
+            if 200 <= resp.status < 300:
+                if "html" in (resp.getheader("Content-Type") or "").lower():
+                    raise http.client.HTTPException("an HTML page instead of a metadata value (proxy or captive portal?)")
+                if b"\x00" in raw:
+                    raise http.client.HTTPException("binary answer (NUL bytes) where text was expected")
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise http.client.HTTPException("answer is not valid UTF-8 text") from None
+            else:
+                text = raw.decode("utf-8", "replace")
+            return resp.status, text, {k.lower(): v for k, v in resp.getheaders()}
         finally:
             conn.close()
+
+
+def _read_body(resp: http.client.HTTPResponse, conn: http.client.HTTPConnection, end: float) -> bytes:
+    """The body, at most ``MAX_BODY_BYTES``, read before ``end``: a server that sends a byte now
+    and then never trips the per-read socket timeout, so the whole read has one."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("body still arriving when the call's time was up")
+        if conn.sock is not None:
+            conn.sock.settimeout(left)
+        chunk = resp.read1(64 * 1024)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise http.client.HTTPException(f"answer larger than {MAX_BODY_BYTES} bytes")
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -14,7 +14,13 @@ Faults, per path (``"*"`` for every path; for IMDS the token call is the path ``
     {"body": "..."}                  answer this instead of the stored value
     {"truncate": 10}                 send only the first N bytes of the body (Content-Length kept)
     {"oversize": 1000000}            answer N bytes of junk
+    {"html": true}                   answer 200 with an HTML error page (a captive portal, a proxy)
+    {"binary": 64}                   answer 200 with N bytes of binary (NUL bytes, invalid UTF-8)
+    {"drip_s": 0.3}                  send the body one byte every N seconds (each read is "on time")
     {"times": 2}                     apply the fault to the first N requests only
+
+``status`` may be combined with ``html`` (a 503 page from a proxy). :data:`FAULT_CLASSES` names one
+fault per class, for tests that try them all.
 
 Point clients at them with ``GCE_METADATA_HOST=127.0.0.1:<port>`` and
 ``AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:<port>`` (see :meth:`env`).
@@ -29,13 +35,52 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeGceMetadata", "FakeImds", "MetadataServers"]
+__all__ = ["FakeGceMetadata", "FakeImds", "MetadataServers", "FAULT_CLASSES", "HTML_ERROR_PAGE"]
+
+HTML_ERROR_PAGE = (
+    "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
+    "<body><h1>Bad Gateway</h1><p>The proxy server received an invalid response.</p>"
+    "<script>location.href='http://portal.example/login?next=x'</script></body></html>\n"
+)
+
+# One fault per class that a metadata server can show (``testing/fake_metadata`` fault syntax).
+FAULT_CLASSES: dict[str, dict[str, Any]] = {
+    "delay (within timeout)": {"delay_s": 0.2},
+    "delay (past timeout)": {"delay_s": 2.0},
+    "hang": {"hang": True},
+    "connection reset": {"reset": True},
+    "429 with Retry-After": {"status": 429, "retry_after": "0.1"},
+    "429 with long Retry-After": {"status": 429, "retry_after": "3600"},
+    "429 without Retry-After": {"status": 429},
+    "500": {"status": 500},
+    "503 HTML page": {"status": 503, "html": True},
+    "truncated body": {"truncate": 3},
+    "oversized body": {"oversize": 400_000},
+    "HTML instead of value": {"html": True},
+    "binary body": {"binary": 64},
+    "empty body": {"body": ""},
+    "slow drip": {"drip_s": 0.3},
+    "transient 503 (once)": {"status": 503, "times": 1},
+}
+
+
+class _QuietHTTPServer(ThreadingHTTPServer):
+    """A threading server that does not print a traceback when a client hangs up (clients under
+    test give up on slow answers on purpose)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
 
 
 class _Server:
     flavor = "base"
 
     def __init__(self, values: Mapping[str, str] | None = None, faults: Mapping[str, Mapping[str, Any]] | None = None):
+        #: seconds between shutdown checks of the serving loop (http.server's default 0.5 s made
+        #: every stop cost half a second)
+        self.poll_interval_s = 0.05
         self.values = dict(values or {})
         self.faults = {k: dict(v) for k, v in (faults or {}).items()}
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
@@ -61,9 +106,12 @@ class _Server:
             def do_PUT(self) -> None:
                 server._handle(self, "PUT")
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True, name=f"fake-{self.flavor}")
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": self.poll_interval_s},
+            daemon=True, name=f"fake-{self.flavor}",
+        )
         self._thread.start()
         return self
 
@@ -106,21 +154,29 @@ class _Server:
             return None
         return fault
 
-    def _send(self, h: BaseHTTPRequestHandler, status: int, body: str, headers: Mapping[str, str] | None = None,
+    def _send(self, h: BaseHTTPRequestHandler, status: int, body: str | bytes, headers: Mapping[str, str] | None = None,
               fault: Mapping[str, Any] | None = None) -> None:
-        data = body.encode()
+        data = body.encode() if isinstance(body, str) else body
         length = len(data)
         if fault and "truncate" in fault:
             data = data[: int(fault["truncate"])]
+        headers = dict(headers or {})
         h.send_response(status)
-        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Type", headers.pop("Content-Type", "text/plain"))
         h.send_header("Content-Length", str(length))
-        for k, v in (headers or {}).items():
+        for k, v in headers.items():
             h.send_header(k, v)
         h.end_headers()
         try:
-            h.wfile.write(data)
-            h.wfile.flush()
+            if fault and fault.get("drip_s"):
+                for i in range(len(data)):
+                    if self._stop.wait(float(fault["drip_s"])):
+                        break
+                    h.wfile.write(data[i:i + 1])
+                    h.wfile.flush()
+            else:
+                h.wfile.write(data)
+                h.wfile.flush()
         except OSError:
             pass
         if fault and "truncate" in fault:
@@ -150,7 +206,18 @@ class _Server:
             headers = dict(self._flavor_headers())
             if fault.get("retry_after") is not None:
                 headers["Retry-After"] = str(fault["retry_after"])
-            self._send(h, int(fault["status"]), f"fault {fault['status']}\n", headers)
+            body = f"fault {fault['status']}\n"
+            if fault.get("html"):
+                body, headers["Content-Type"] = HTML_ERROR_PAGE, "text/html"
+            self._send(h, int(fault["status"]), body, headers)
+            return True
+        if fault.get("html"):
+            self._send(h, 200, HTML_ERROR_PAGE, {**self._flavor_headers(), "Content-Type": "text/html"}, fault)
+            return True
+        if fault.get("binary"):
+            n = int(fault["binary"])
+            junk = (b"\x00\xff\xfe\x89PNG\r\n\x1a\n\xc3\x28" * (n // 12 + 1))[:n]
+            self._send(h, 200, junk, {**self._flavor_headers(), "Content-Type": "application/octet-stream"}, fault)
             return True
         return False
 
@@ -216,10 +283,10 @@ class FakeImds(_Server):
             if not h.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
                 self._send(h, 400, "missing TTL header\n")
                 return
-            token = secrets.token_urlsafe(24)
+            token = str(fault["body"]) if fault and "body" in fault else secrets.token_urlsafe(24)
             with self._lock:
                 self.tokens.add(token)
-            self._send(h, 200, token, {"X-aws-ec2-metadata-token-ttl-seconds": h.headers["X-aws-ec2-metadata-token-ttl-seconds"]})
+            self._send(h, 200, token, {"X-aws-ec2-metadata-token-ttl-seconds": h.headers["X-aws-ec2-metadata-token-ttl-seconds"]}, fault)
             return
         prefix = "/latest/meta-data/"
         key = path[len(prefix):] if path.startswith(prefix) else path
