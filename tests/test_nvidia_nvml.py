@@ -87,7 +87,29 @@ def test_nvml_and_sysfs_disagreeing_on_gpus_is_a_problem(h100):
     inventory, desc = describe(h100)
     text = "\n".join(desc.problems)
     assert "00000000:EE:00.0" in text and "0000:a0:00.0" in text
-    assert len(desc.devices) == 8 and desc.devices[5].id == "0000:a0:00.0"
+    # Only GPUs both sysfs and NVML show are usable: GPU 0000:a0:00.0 (NVML cannot reach it) is
+    # not counted, nor is the phantom NVML device.
+    assert len(desc.devices) == 7 and "0000:a0:00.0" not in [d.pci_address for d in desc.devices]
+    assert [d.index for d in desc.devices] == list(range(7))
+
+
+def test_container_sees_only_the_gpus_nvml_lists(h100, capsys):
+    """A pod given GPUs 2 and 5: sysfs still shows all eight, NVML (and CUDA) only those two."""
+    path = h100 / "libraries" / "nvml.json"
+    reading = json.loads(path.read_text())
+    kept = [reading["devices"][2], reading["devices"][5]]
+    reading["devices"] = [dict(d, index=i) for i, d in enumerate(kept)]
+    path.write_text(json.dumps(reading))
+    (h100 / "env.json").write_text(json.dumps({"NVIDIA_VISIBLE_DEVICES": kept[0]["uuid"] + "," + kept[1]["uuid"]}))
+    inventory, desc = describe(h100)
+    assert not inventory.degraded, inventory.reasons()
+    assert [d.id for d in desc.devices] == [kept[0]["uuid"], kept[1]["uuid"]]
+    assert [d.pci_address for d in desc.devices] == ["0000:3c:00.0", "0000:a0:00.0"]
+    assert [n.nic for d in desc.devices for n in d.nics] == ["mlx5_2", "mlx5_5"]
+    assert main(["ray-args", "--root", str(h100), "--format", "json"]) == 0
+    spec = json.loads(capsys.readouterr().out)
+    assert spec["resources"]["GPU"] == 2
+    assert spec["labels"]["nvidia.rayaccel.io/gpus-not-visible"] == "6"
 
 
 def test_nvml_error_fields_are_problems(h100):

@@ -126,6 +126,7 @@ class NvidiaGPUBackend(AcceleratorBackend):
         gpus = _gpu_functions(host, problems)
         reading = _nvml_reading(host, problems)
         nvml_by_addr = _nvml_devices(reading, gpus, problems)
+        gpus, hidden = _usable(gpus, reading, nvml_by_addr, host.env, problems)
 
         names = [nvml_by_addr.get(f.address, {}).get("name") for f in gpus]
         skus = [sku_for(f.device, name, table) for f, name in zip(gpus, names)]
@@ -158,6 +159,8 @@ class NvidiaGPUBackend(AcceleratorBackend):
             attributes[f"{self.label_prefix}/driver-version"] = str(reading["driver_version"])
         if links:
             attributes[f"{self.label_prefix}/nvlink-lanes"] = str(min(l.lanes for l in links))
+        if hidden and "NVIDIA_VISIBLE_DEVICES" in host.env:
+            attributes[f"{self.label_prefix}/gpus-not-visible"] = str(hidden)
         return NodeDescription(
             backend=self.name,
             sku=sku,
@@ -241,7 +244,7 @@ def _nvml_reading(host: Host, problems: list[str]) -> dict[str, Any] | None:
 
 
 def _nvml_devices(reading: dict[str, Any] | None, gpus: list[PciFunction], problems: list[str]) -> dict[str, dict[str, Any]]:
-    """NVML devices keyed by sysfs address; mismatches with sysfs are problems."""
+    """NVML devices keyed by sysfs address, only those sysfs shows too."""
     if reading is None:
         return {}
     by_addr: dict[str, dict[str, Any]] = {}
@@ -253,11 +256,27 @@ def _nvml_devices(reading: dict[str, Any] | None, gpus: list[PciFunction], probl
         by_addr[_nvml.sysfs_address(dev["bus_id"])] = dev
     sysfs = {f.address for f in gpus}
     for addr in sorted(set(by_addr) - sysfs):
-        problems.append(f"NVML lists a GPU at {by_addr[addr]['bus_id']} that sysfs does not show")
-    if not reading.get("error"):
-        for addr in sorted(sysfs - set(by_addr)):
-            problems.append(f"sysfs shows a GPU at {addr} that NVML does not list")
+        problems.append(f"NVML lists a GPU at {by_addr[addr]['bus_id']} that sysfs does not show; not counted")
     return {a: d for a, d in by_addr.items() if a in sysfs}
+
+
+def _usable(gpus: list[PciFunction], reading: dict[str, Any] | None, nvml: dict[str, dict[str, Any]],
+            env: Any, problems: list[str]) -> tuple[list[PciFunction], int]:
+    """The GPUs CUDA can use here, and how many sysfs GPUs a container does not see.
+
+    sysfs is not namespaced: a container given 2 of 8 GPUs still sees all 8 PCI functions, while
+    NVML (and CUDA) enumerate only the 2 whose device nodes it has, in PCI order. So with a working
+    NVML the schedulable GPUs are those NVML lists. Outside a container (no
+    ``NVIDIA_VISIBLE_DEVICES``, https://github.com/NVIDIA/nvidia-container-toolkit) a GPU that NVML
+    does not list is broken (fallen off the bus, Xid 79) and that is a problem.
+    """
+    if reading is None or reading.get("error"):
+        return gpus, 0
+    hidden = [f.address for f in gpus if f.address not in nvml]
+    if hidden and "NVIDIA_VISIBLE_DEVICES" not in env:
+        for addr in hidden:
+            problems.append(f"sysfs shows a GPU at {addr} that NVML does not list (unusable by CUDA); not counted")
+    return [f for f in gpus if f.address in nvml], len(hidden)
 
 
 def _nvlink_kind(entry: dict[str, Any] | None, reading: dict[str, Any] | None) -> str | None:
