@@ -99,10 +99,10 @@ def describe_instance_topology(
         cls = MetadataRateLimited if code in _THROTTLED or status == 429 else MetadataServerError
         raise cls(f"DescribeInstanceTopology: {code}: {error.get('Message', '')}".rstrip(": "),
                   endpoint=where, status=status) from None
-    except (ConnectTimeoutError, ReadTimeoutError) as exc:
+    except (ConnectTimeoutError, ReadTimeoutError):
         raise MetadataTimeout(f"DescribeInstanceTopology: no answer within {timeout:.2f}s",
                               endpoint=where) from None
-    except EndpointConnectionError as exc:
+    except EndpointConnectionError:
         raise MetadataServerError(f"DescribeInstanceTopology: cannot connect to {where}", endpoint=where) from None
     except BotoCoreError as exc:
         raise MetadataServerError(f"DescribeInstanceTopology: {type(exc).__name__}: {exc}",

@@ -31,7 +31,7 @@ from ..errors import CommandError, HostReadError, ProviderError
 from ..host import Host
 from ..location import dmi, host_fabric
 from ..model import Device, Fabric, Link, Location, NodeDescription, Sku
-from ..nics import RdmaNic, list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
+from ..nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
 from ..pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
 from ._neuron_read import (
     CLASS_DIR,
@@ -48,7 +48,7 @@ from ._neuron_read import (
 )
 from ._neuron_skus import Generation, NeuronTable, load_table
 
-__all__ = ["NeuronBackend", "NEURON_LS_TIMEOUT_S", "LNC_ENV", "VISIBLE_CORES_ENV"]
+__all__ = ["NeuronBackend", "core_ids", "NEURON_LS_TIMEOUT_S", "LNC_ENV", "VISIBLE_CORES_ENV", "CORES_PER_DEVICE_ENV"]
 
 LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
 VISIBLE_CORES_ENV = "NEURON_RT_VISIBLE_CORES"
@@ -115,7 +115,7 @@ class NeuronBackend(AcceleratorBackend):
                 "is unknown, so NUMA nodes, CPUs and EFA affinity are not reported"
             )
         pci = _read_pci(host, bdfs, problems)
-        gen = _generation(table, numbers, sysfs, pci, functions, location.instance_type, problems)
+        gen = _generation(table, numbers, sysfs, functions, location.instance_type, problems)
         lnc = _logical_nc_config(host.env, gen, ls, problems)
         efa = list_rdma_nics(host, problems)
 
@@ -159,7 +159,7 @@ class NeuronBackend(AcceleratorBackend):
             nics=nics_of(efa),
             fabric=fabric,
             location=location,
-            attributes=_attributes(gen, lnc, devices, location, links),
+            attributes=_attributes(gen, lnc, devices, location),
             problems=tuple(dict.fromkeys(problems)),
         )
 
@@ -330,7 +330,6 @@ def _generation(
     table: NeuronTable,
     numbers: list[int],
     sysfs: dict[int, SysfsDevice],
-    pci: dict[int, PciFunction],
     functions: dict[str, str],
     instance_type: str | None,
     problems: list[str],
@@ -485,8 +484,7 @@ def _sku(table: NeuronTable, gen: Generation | None, functions: dict[str, str]) 
     )
 
 
-def _attributes(gen: Generation | None, lnc: int, devices: list[Device], location: Location,
-                links: tuple[Link, ...]) -> dict[str, str]:
+def _attributes(gen: Generation | None, lnc: int, devices: list[Device], location: Location) -> dict[str, str]:
     out: dict[str, str] = {f"{_PREFIX}/logical-nc-config": str(lnc)}
     cores = {d.cores for d in devices if d.cores}
     if len(cores) == 1:
