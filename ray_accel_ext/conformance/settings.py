@@ -19,6 +19,7 @@ With no backend at all the suite runs against the reference
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -110,7 +111,12 @@ def _load_class(value: Any) -> tuple[type[AcceleratorBackend] | None, str, Backe
     text = str(value)
     try:
         if ":" in text:
-            backend = load_backend(text)
+            module, _, attr = text.partition(":")
+            try:
+                declared = getattr(getattr(importlib.import_module(module), attr, None), "name", None)
+            except Exception:  # noqa: BLE001 - load_backend reports import errors with context
+                declared = None
+            backend = load_backend(text, declared if isinstance(declared, str) else None)
             return type(backend), f"import string {text!r}", None, None
         spec = next((s for s in available_backends() if s.name == text), None)
         if spec is None:
