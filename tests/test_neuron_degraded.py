@@ -286,3 +286,10 @@ def test_ultraserver_instance_without_server_files_is_reported(tmp_path, capsys,
     desc = only_description(cli(capsys, monkeypatch, snap, "discover"))
     assert desc["fabric"]["kind"] == "host"
     assert any("UltraServer instance but" in p for p in desc["problems"])
+
+
+def test_an_unrelated_broken_pci_function_does_not_degrade(tmp_path, capsys, monkeypatch):
+    snap = copy_of("trn2-48xlarge", tmp_path)
+    os.symlink("../../../devices/pci0000:00/gone/0000:00:1f.0", snap / "rootfs/sys/bus/pci/devices/0000:00:1f.0")
+    out = cli(capsys, monkeypatch, snap)
+    assert out["resources"]["neuron_cores"] == 64 and out["labels"]["rayaccel.io/discovery"] == "ok"

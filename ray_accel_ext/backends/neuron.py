@@ -85,7 +85,7 @@ class NeuronBackend(AcceleratorBackend):
         try:
             if device_numbers(host):
                 return True
-            return bool(_neuron_functions(host, load_table(), []))
+            return bool(_neuron_functions(host, load_table()))
         except Exception:  # noqa: BLE001 - detect never raises
             return False
 
@@ -96,7 +96,7 @@ class NeuronBackend(AcceleratorBackend):
         problems: list[str] = []
         table = load_table()
         numbers = device_numbers(host)
-        functions = _neuron_functions(host, table, problems)
+        functions = _neuron_functions(host, table)
         sysfs = {n: read_sysfs_device(host, n, problems) for n in numbers}
         ls, ls_missing = _neuron_ls(host, problems)
         if not numbers:
@@ -205,16 +205,15 @@ def core_ids(device: Device) -> range:
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _neuron_functions(host: Host, table: NeuronTable, problems: list[str]) -> dict[str, str]:
+def _neuron_functions(host: Host, table: NeuronTable) -> dict[str, str]:
     """PCI address -> device id of every Neuron PCI function (vendor 0x1d0f, known device id)."""
     ids = table.neuron_device_ids()
     out: dict[str, str] = {}
     for address in list_functions(host):
         try:
             vendor, device, _cls = read_ids(host, address)
-        except HostReadError as exc:
-            problems.append(str(exc))
-            continue
+        except HostReadError:
+            continue  # some other function's broken ids must not degrade the Neuron description
         if vendor == table.vendor_id and device in ids:
             out[address] = device
     return out
