@@ -26,8 +26,8 @@ from typing import Any
 from ..backend import AcceleratorBackend, Capabilities
 from ..errors import HostReadError
 from ..host import Host
-from ..location import host_fabric
-from ..model import Device, Fabric, Link, NodeDescription, Sku
+from ..location import aws_location, cloud_provider, gcp_location, host_fabric
+from ..model import Device, Fabric, Link, Location, NodeDescription, Sku
 from ..nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
 from ..pci import PCI_DEVICES, PciFunction, list_functions, parse_hex_id, read_function
 from . import _nvml
@@ -103,7 +103,9 @@ class NvidiaGPUBackend(AcceleratorBackend):
         nic_affinity=True,
         numa_affinity=True,
         fabric_domains=True,
+        provider_location=True,
         device_visibility=True,
+        uses_network=True,
     )
 
     def detect(self, host: Host) -> bool:
@@ -153,6 +155,7 @@ class NvidiaGPUBackend(AcceleratorBackend):
         kind = _nvlink_kind(table.get(sku.pci_device_id or ""), reading)
         links = _links(gpus, nvml_by_addr, kind, problems) if kind else ()
         fabric = _fabric(host, gpus, nvml_by_addr, table.get(sku.pci_device_id or "") or {}, problems)
+        location = _location(host, problems)
 
         attributes = {f"{self.label_prefix}/nvml": "present" if reading is not None else "absent"}
         if reading is not None and reading.get("driver_version"):
@@ -171,6 +174,7 @@ class NvidiaGPUBackend(AcceleratorBackend):
             links=links,
             nics=nics_of(rdma),
             fabric=fabric,
+            location=location,
             attributes=attributes,
             problems=tuple(problems),
         )
@@ -347,3 +351,14 @@ def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]]
     domain_gpus = entry.get("nvlink_domain_gpus")
     hosts = max(1, domain_gpus // len(gpus)) if domain_gpus and gpus else 1
     return Fabric(kind="nvlink-domain", id=cliques.pop(), hosts=hosts, worker=0)
+
+
+def _location(host: Host, problems: list[str]) -> Location:
+    """Zone and placement hierarchy from the provider's metadata server, asked only when DMI
+    says the host is a GCE or EC2 instance (A3/A4 on GCP, P5/P6 on AWS)."""
+    provider = cloud_provider(host)
+    if provider == "gcp":
+        return gcp_location(host, problems)
+    if provider == "aws":
+        return aws_location(host, problems)
+    return Location()

@@ -245,8 +245,32 @@ def build_none() -> None:
     t.function("pci0000:00", ["0000:00:04.0"], "0x1af4", "0x1001", "0x010000", numa=-1, cpus="0-3")  # virtio-blk
 
 
+# -- (f) one H100 on a GCE a3-highgpu-1g VM, with provider placement ------------------------------
+
+
+def build_gce_a3() -> None:
+    t = Tree("gce-a3-highgpu-1g")
+    t.hostname("a3-vm-0")
+    t.env()
+    t.write("/sys/class/dmi/id/product_name", "Google Compute Engine\n")
+    t.write("/sys/class/dmi/id/sys_vendor", "Google\n")
+    t.function("pci0000:00", ["0000:00:00.0"], INTEL, "0x1237", "0x060000")
+    t.function("pci0000:00", ["0000:00:01.0"], INTEL, "0x7110", "0x060100")
+    t.function("pci0000:00", ["0000:00:04.0"], "0x1ae0", "0x0042", "0x020000", numa=0, cpus="0-25")  # gVNIC
+    t.function("pci0000:00", ["0000:00:05.0"], NVIDIA, "0x2330", "0x030200", numa=0, cpus="0-25", subsys=(NVIDIA, "0x16c1"))
+    fabric = {"state": 3, "status": 0, "cluster_uuid": "00000000-0000-0000-0000-000000000000", "clique_id": 0}
+    device = nvml_device(0, "0000:00:05.0", "NVIDIA H100 80GB HBM3", 81559, [], fabric)
+    t.nvml({"format": 1, "driver_version": "570.172.08", "error": None, "devices": [device]})
+    topo = {"cluster": "us-central1-cluster-a3h", "block": "4f1c0b7e", "subBlock": "9a2d3c11", "host": "77e0aa31"}
+    (t.dir / "metadata.json").write_text(json.dumps({"gce": {
+        "instance/zone": "projects/123456789012/zones/us-central1-a",
+        "instance/machine-type": "projects/123456789012/machineTypes/a3-highgpu-1g",
+        "instance/attributes/physical_host_topology": json.dumps(topo, separators=(",", ":")),
+    }}, indent=2, sort_keys=True) + "\n")
+
+
 def main() -> None:
-    for build in (build_h100, build_gb200, build_l4, build_unknown, build_none):
+    for build in (build_h100, build_gb200, build_l4, build_unknown, build_none, build_gce_a3):
         build()
         print("built", build.__name__)
 
