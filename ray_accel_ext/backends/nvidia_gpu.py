@@ -12,7 +12,17 @@ without ``libnvidia-ml``) the description holds everything sysfs gives: count, S
 PCIe switches and NICs, with ``interconnect`` ``pcie`` and the host as its own fabric domain.
 That is a complete answer for what it claims, so it is *not* degraded; the attribute
 ``nvidia.rayaccel.io/nvml=absent`` says why links are missing. A recording that exists but
-cannot be read, or an NVML that fails, *is* a problem.
+cannot be read, or an NVML that fails, *is* a problem. With NVML, only the GPUs it lists are
+counted (see :func:`_usable`: containers see every GPU in sysfs but can use only theirs).
+
+``ray_accelerator_type`` is the type Ray 2.60's own NVIDIA manager derives from the NVML name, so
+a node looks the same to ``accelerator_type:<T>`` users with or without this package. For the RTX
+PRO 6000 Blackwell Server Edition that is ``RTX-PRO-6000`` (Ray 2.60 keeps leading all-caps
+words); older Ray versions, and reference/hardware.md section 1.2, give ``RTX``, which would also
+match every other RTX card. The GPU's memory, NVLink, CPUs and NICs never depend on Ray's name.
+
+Provider placement (zone, cluster, block, rack) is asked from the GCE or EC2 metadata server only
+when DMI names that cloud (:mod:`ray_accel_ext.location`).
 """
 
 from __future__ import annotations
