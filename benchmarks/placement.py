@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ray_accel_ext.compat import require_tested_ray
 from ray_accel_ext.placement import DomainRequest, choose_domain, reserve
-from ray_accel_ext.testing.domains import SNAPSHOTS, tpu_slice
+from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, tpu_slice
 
 FABRIC = "rayaccel.io/fabric-domain"
 SLICE = DomainRequest(selector={"ray.io/accelerator-type": "TPU-V6E", "ray.io/tpu-topology": "4x4"},
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             c.add_node(SNAPSHOTS / "nvidia_gpu" / "no-accelerators", name="head")
             specs = [(s, {"name": s.name}) for name in ("slice-a", "slice-b") for s in tpu_slice(Path(tmp), name, 4)]
-            c.add_nodes(specs)
+            add_in_batches(c, specs)
             c.connect(logging_level="WARNING")
             print(f"cluster: head + 2 x v6e 4x4 slices ({len(c.nodes)} nodes) up in {time.perf_counter() - t:.1f}s")
             bench_ready(args.rounds)

@@ -17,7 +17,7 @@ ray = pytest.importorskip("ray")
 from ray_accel_ext.errors import NoDomainAvailable, WouldSplitDomain  # noqa: E402
 from ray_accel_ext.placement import DomainRequest, reserve, reserve_domain  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
-from ray_accel_ext.testing.domains import SNAPSHOTS, gb200_domain, tpu_slice  # noqa: E402
+from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain, tpu_slice  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -48,7 +48,7 @@ def cluster(tmp_path_factory):
         specs.append((TRN2U, {"name": "trn2u-n1"}))
     with SimulatedCluster() as c:
         c.add_node(SNAPSHOTS / "nvidia_gpu" / "no-accelerators", name="head")
-        c.add_nodes(specs)
+        add_in_batches(c, specs)
         c.connect()
         yield c
 

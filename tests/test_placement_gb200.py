@@ -25,7 +25,7 @@ from ray_accel_ext.errors import NoDomainAvailable, WouldSplitDomain  # noqa: E4
 from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve, reserve_domain  # noqa: E402
 from ray_accel_ext.telemetry import TELEMETRY_LOGGER  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
-from ray_accel_ext.testing.domains import SNAPSHOTS, gb200_domain  # noqa: E402
+from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -43,7 +43,7 @@ def cluster(tmp_path_factory):
         for clique in CLIQUES:
             for tray, snap in enumerate(gb200_domain(snaps, clique, trays=2)):
                 specs.append((snap, {"name": f"c{clique}-t{tray}"}))
-        c.add_nodes(specs)
+        add_in_batches(c, specs)
         c.connect()
         yield c
 

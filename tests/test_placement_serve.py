@@ -25,7 +25,7 @@ serve = pytest.importorskip("ray.serve")
 
 from ray_accel_ext.placement import claims_snapshot, reserve_domain  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
-from ray_accel_ext.testing.domains import SNAPSHOTS, gb200_domain  # noqa: E402
+from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -54,7 +54,7 @@ def cluster(tmp_path_factory):
         c.add_node(SNAPSHOTS / "nvidia_gpu" / "no-accelerators", name="head")
         specs = [(s, {"name": s.name}) for s in gb200_domain(snaps, 31, trays=2)]
         specs.append((SNAPSHOTS / "nvidia_gpu" / "l4-single-pcie", {"name": "l4"}))
-        c.add_nodes(specs)
+        add_in_batches(c, specs)
         c.connect()
         yield c
         serve.shutdown()

@@ -20,7 +20,7 @@ import os
 import shutil
 from pathlib import Path
 
-__all__ = ["SNAPSHOTS", "GB200_TRAY", "V6E_4X4_WORKER", "gb200_domain", "tpu_slice"]
+__all__ = ["SNAPSHOTS", "GB200_TRAY", "V6E_4X4_WORKER", "gb200_domain", "tpu_slice", "add_in_batches"]
 
 SNAPSHOTS = Path(__file__).resolve().parents[2] / "tests" / "data" / "hosts"
 GB200_TRAY = SNAPSHOTS / "nvidia_gpu" / "gb200-nvl72-tray"
@@ -99,3 +99,13 @@ def tpu_slice(
         _set_hostname(node, f"{name}-w-{worker}")
         out.append(node)
     return out
+
+
+def add_in_batches(cluster, specs, batch: int = 3) -> list:
+    """``cluster.add_nodes(specs)`` a few at a time: on a small shared machine, many ``ray start``
+    processes registering at once can exceed the GCS RPC deadline."""
+    started = []
+    specs = list(specs)
+    for i in range(0, len(specs), batch):
+        started += cluster.add_nodes(specs[i:i + batch])
+    return started
