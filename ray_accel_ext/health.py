@@ -335,12 +335,15 @@ class _NodeMonitor:
 
     def __init__(self, node_id: str, source: str = "udev") -> None:
         self.node_id = node_id
+        import ray
+
         self.monitor = HealthMonitor(node_id=node_id, source=source, on_change=self._report)
-        self._report(self.monitor.state())
+        # the baseline is in the registry before the actor counts as started
+        ray.get(self._report(self.monitor.state()), timeout=60)
         self.monitor.start()
 
-    def _report(self, state: dict[str, Any]) -> None:
-        _registry(create=True).report.remote(self.node_id, state)
+    def _report(self, state: dict[str, Any]):
+        return _registry(create=True).report.remote(self.node_id, state)
 
     def state(self) -> dict[str, Any]:
         return self.monitor.state()
