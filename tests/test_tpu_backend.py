@@ -148,3 +148,21 @@ def test_accel_nodes_without_visible_pci_use_the_accelerator_type(tmp_path, caps
     assert desc["resource_quantity"] == 4 and desc["sku"]["generation"] == "v4"
     assert [d["id"] for d in desc["devices"]] == [f"/dev/accel{i}" for i in range(4)]
     assert desc["fabric"]["id"] == "v4-a" and desc["problems"] == []
+
+
+def test_resource_per_chip_scales_the_tpu_resource(tmp_path, capsys, monkeypatch):
+    """RAY_TPU_RESOURCE_PER_CHIP=2 (TPU7x's two devices per chip): 4 chips are 8 TPU units, as Ray
+    counts them, and a worker's unit ids map back to chips (unit // 2)."""
+    from ray_accel_ext.model import NodeDescription
+    from ray_accel_ext.worker import topology_for
+
+    tree = _tree(tmp_path, {"TPU_ACCELERATOR_TYPE": "tpu7x-8", "TPU_TOPOLOGY": "2x2x1", "RAY_TPU_RESOURCE_PER_CHIP": "2"})
+    g = 0
+    for slot in ("0000:c0:02", "0000:c0:03", "0000:e0:02", "0000:e0:03"):
+        for fn in (0, 1):
+            tree.pci(f"{slot}.{fn}", GOOGLE, "0x0076", "0x120000", iommu_group=g, vfio=True)
+            g += 1
+    (desc,) = _discover(tree.dir, capsys, monkeypatch)
+    assert desc["resource_quantity"] == 8 and len(desc["devices"]) == 4
+    held = topology_for(NodeDescription.from_dict(desc), ["2", "3", "6", "7"])
+    assert [d.index for d in held.devices] == [1, 3]

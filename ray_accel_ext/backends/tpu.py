@@ -450,7 +450,7 @@ class TPUBackend(AcceleratorBackend):
             backend=self.name,
             sku=_sku(gen, info.accelerator_type, chips),
             resource_name=self.resource_name,
-            resource_quantity=len(devices),
+            resource_quantity=len(devices) * _resource_per_chip(host.env, problems),
             devices=devices,
             interconnect="ici",
             fabric=_fabric(host, info, acc, topo_text, worker, hosts, problems),
@@ -458,6 +458,18 @@ class TPUBackend(AcceleratorBackend):
             attributes=_attributes(info, shape),
             problems=tuple(problems),
         )
+
+
+def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
+    """``RAY_TPU_RESOURCE_PER_CHIP`` (Ray 2.60: logical TPU units per chip, e.g. 2 for TPU7x's two
+    devices), 1 when unset; Ray then hands out unit ids ``chip * n + k``."""
+    text = env.get("RAY_TPU_RESOURCE_PER_CHIP")
+    if text is None:
+        return 1
+    if not text.strip().isdecimal() or int(text) < 1:
+        problems.append(f"RAY_TPU_RESOURCE_PER_CHIP must be a positive integer, got {text[:20]!r}; using 1")
+        return 1
+    return int(text)
 
 
 def _worker(info: SliceInfo, acc: AcceleratorType | None, problems: list[str]) -> int | None:
