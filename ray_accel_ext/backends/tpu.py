@@ -446,14 +446,16 @@ class TPUBackend(AcceleratorBackend):
             )
             for i, chip in enumerate(chips)
         )
+        fabric = _fabric(host, info, acc, topo_text, worker, hosts, problems)
+        quantity = len(devices) * _resource_per_chip(host.env, problems)
         return NodeDescription(
             backend=self.name,
             sku=_sku(gen, info.accelerator_type, chips),
             resource_name=self.resource_name,
-            resource_quantity=len(devices) * _resource_per_chip(host.env, problems),
+            resource_quantity=quantity,
             devices=devices,
             interconnect="ici",
-            fabric=_fabric(host, info, acc, topo_text, worker, hosts, problems),
+            fabric=fabric,
             location=location,
             attributes=_attributes(info, shape),
             problems=tuple(problems),
