@@ -53,6 +53,7 @@ class TpuWorkerInfo:
 
     @property
     def chip_indices(self) -> tuple[int, ...]:
+        """Indices (``TPU_VISIBLE_CHIPS`` numbering) of the held chips."""
         return tuple(d.index for d in self.chips)
 
     @property
@@ -61,6 +62,7 @@ class TpuWorkerInfo:
         return tuple(d.coords for d in self.chips)
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types, for returning from a task."""
         return {
             "accelerator_ids": list(self.accelerator_ids),
             "chips": [d.to_dict() for d in self.chips],

@@ -66,6 +66,7 @@ class TpuChip:
 
     @property
     def address(self) -> str | None:
+        """PCI address of the chip's first function (None for a chip known only by its node)."""
         return self.functions[0].address if self.functions else None
 
 
@@ -187,6 +188,7 @@ class SliceInfo:
     metadata_failed: bool = False  # the metadata server timed out or rate-limited: do not ask again
 
     def set(self, attr: str, value: str | None, source: str) -> None:
+        """Set ``attr`` from ``source`` unless an earlier source already gave it."""
         if value and getattr(self, attr) in (None, (), ""):
             setattr(self, attr, value)
             self.sources[attr] = source
@@ -383,12 +385,14 @@ class TPUBackend(AcceleratorBackend):
     )
 
     def detect(self, host: Host) -> bool:
+        """True when the host has at least one TPU chip a process could open."""
         try:
             return bool(find_chips(host, []))
         except Exception:  # noqa: BLE001 - detect never raises
             return False
 
     def describe(self, host: Host) -> NodeDescription:
+        """Chips, slice, location; what could not be read goes into ``problems``."""
         problems: list[str] = []
         chips = find_chips(host, problems)
         on_gcp = cloud_provider(host) == "gcp"

@@ -82,10 +82,12 @@ class Generation:
 
     @property
     def memory_bytes(self) -> int:
+        """HBM per chip in bytes."""
         return self.hbm_gib * _GIB
 
     @property
     def max_single_host_chips(self) -> int:
+        """The largest slice that fits on one host."""
         return max(self.single_host_chips)
 
 
@@ -139,6 +141,7 @@ class Topology:
 
     @property
     def chips(self) -> int:
+        """Chips in the grid."""
         return math.prod(self.dims)
 
     @property
@@ -186,6 +189,7 @@ class AcceleratorType:
 
     @property
     def cores(self) -> int:
+        """TensorCores in the slice."""
         return self.chips * self.generation.cores_per_chip
 
     @property
@@ -245,6 +249,7 @@ class SliceShape:
 
     @property
     def hosts(self) -> int:
+        """Hosts in the slice."""
         return math.prod(self.host_bounds)
 
     def host_origin(self, worker: int) -> tuple[int, int, int]:

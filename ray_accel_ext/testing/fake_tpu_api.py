@@ -40,6 +40,7 @@ class FakeTpuApi:
         self._httpd: ThreadingHTTPServer | None = None
 
     def start(self) -> "FakeTpuApi":
+        """Listen on a free loopback port."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -57,6 +58,7 @@ class FakeTpuApi:
         return self
 
     def stop(self) -> None:
+        """Stop serving; hanging requests are released."""
         self._stop.set()
         if self._httpd is not None:
             self._httpd.shutdown()
@@ -71,10 +73,12 @@ class FakeTpuApi:
 
     @property
     def endpoint(self) -> str:
+        """``http://127.0.0.1:PORT``, for ``client_options.api_endpoint``."""
         assert self._httpd is not None, "server not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def env(self) -> dict[str, str]:
+        """The variable that points the TPU backend at this server."""
         return {"RAY_ACCEL_TPU_API_ENDPOINT": self.endpoint}
 
     # -- handling ---------------------------------------------------------------------------------
