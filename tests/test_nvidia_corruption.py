@@ -51,6 +51,11 @@ def corrupt_cpulist(root):
     return "/sys/bus/pci/devices/0000:1a:00.0/local_cpulist", 8
 
 
+def missing_cpulist(root):
+    replace(root / GPU0 / "local_cpulist")
+    return "/sys/bus/pci/devices/0000:1a:00.0/local_cpulist: missing", 8
+
+
 def missing_class(root):
     replace(root / GPU0 / "class")
     return "/sys/bus/pci/devices/0000:1a:00.0/class", 7
@@ -87,7 +92,7 @@ def broken_nic_link(root):
     return "/sys/class/infiniband/mlx5_3: broken symbolic link", 8
 
 
-CASES = [corrupt_numa, corrupt_cpulist, missing_class, binary_device, looping_vendor, directory_cpulist,
+CASES = [corrupt_numa, corrupt_cpulist, missing_cpulist, missing_class, binary_device, looping_vendor, directory_cpulist,
          broken_device_link, broken_nic_link]
 
 

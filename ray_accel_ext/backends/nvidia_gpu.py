@@ -217,9 +217,16 @@ def _gpu_functions(host: Host, problems: list[str]) -> list[PciFunction]:
             ids = _gpu_ids(host, address)
             if ids is None:
                 continue
-            gpus.append(read_function(host, address, problems, ids))
+            fn = read_function(host, address, problems, ids)
         except HostReadError as exc:
             problems.append(f"{exc}; cannot tell whether {address} is an NVIDIA GPU, not counted")
+            continue
+        cpulist = f"{PCI_DEVICES}/{address}/local_cpulist"
+        if not fn.cpus and not any(p.startswith(cpulist) for p in problems):
+            # The kernel writes local_cpulist for every PCI function (all CPUs when it knows no
+            # better), so an absent or empty one is a damaged sysfs, not a fact about the GPU.
+            problems.append(f"{cpulist}: missing or empty; the GPU's local CPUs are unknown")
+        gpus.append(fn)
     return gpus
 
 
