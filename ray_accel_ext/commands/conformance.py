@@ -26,6 +26,7 @@ def register(sub) -> None:
     p.add_argument("--xfails", metavar="FILE", help="known failures: 'BaseXTests::test_y[snap]  # reason link' per line")
     p.add_argument("--live-ray", action="store_true", help="also start a real Ray node from one snapshot (slow)")
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (for CI)")
+    p.add_argument("--json-report", metavar="FILE", help="also write the --format json document to FILE")
     add_format_option(p)
     p.set_defaults(func=run)
 
@@ -91,9 +92,11 @@ def run(args: argparse.Namespace) -> int:
     code, results, output = run_suite(args)
     items = checklist(results)
     ok = code == 0 and bool(results)
+    document = {"backend": args.backend, "passed": ok, "pytest_exit_code": code, "items": items, "tests": results}
+    if args.json_report:
+        Path(args.json_report).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
     if args.format == "json":
-        print_json({"backend": args.backend, "passed": ok, "pytest_exit_code": code, "items": items,
-                    "tests": results})
+        print_json(document)
         return 0 if ok else 1
     if not results:
         print(output.rstrip())

@@ -76,7 +76,9 @@ class FakeBackend(AcceleratorBackend):
             devices=tuple(devices),
             interconnect="fakelink" if links else "pcie",
             links=tuple(Link(a=a, b=b, kind="fakelink") for a, b in sorted(links) if b < len(devices)),
+            problems=tuple(problems) + tuple(
+                f"{FAKE_CLASS}/accel{a}/links: peer {b} does not exist" for a, b in sorted(links) if b >= len(devices)
+            ),
             fabric=Fabric(kind="fake-hive", id=hive) if hive else None,
             attributes={f"{self.label_prefix}/driver": "fake-1.0"},
-            problems=tuple(problems),
         )

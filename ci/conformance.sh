@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The conformance suite for every in-tree backend, the reference FakeBackend, and the downstream
+# AMD package (pip-installed into the venv first, then also its own subclass-mode tests).
+# Each run starts one real Ray node from a snapshot (--live-ray). Reports are kept under
+# ${ARTIFACTS:-artifacts}/conformance/: <backend>.json, <backend>.xml (JUnit), <backend>.txt (table),
+# summary.txt. Exit status: 0 only when every backend passes.
+# Usage: ci/conformance.sh [VENV]     (default: .venv)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+VENV="$(cd "${1:-.venv}" && pwd)" || exit 2
+PY="$VENV/bin/python"
+mkdir -p "${ARTIFACTS:-artifacts}/conformance"
+OUT="$(cd "${ARTIFACTS:-artifacts}/conformance" && pwd)"
+: > "$OUT/summary.txt"
+export PATH="$VENV/bin:$PATH"
+
+echo "== pip install tests/downstream/ray_accel_ext_amd into $VENV"
+"$PY" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_amd || exit 2
+
+status=0
+suite() {  # suite LABEL BACKEND SNAPSHOTS [XFAILS]
+  local label=$1 backend=$2 snaps=$3 xfails=${4:-}
+  local args=(conformance "$backend" --snapshots "$snaps" --live-ray --junit "$OUT/$label.xml" --json-report "$OUT/$label.json")
+  [ -n "$xfails" ] && [ -f "$xfails" ] && args+=(--xfails "$xfails")
+  echo "== conformance: $label"
+  "$PY" -m ray_accel_ext.cli "${args[@]}" | tee "$OUT/$label.txt"
+  local rc=${PIPESTATUS[0]}
+  echo "$label: $(tail -n 1 "$OUT/$label.txt")" >> "$OUT/summary.txt"
+  [ "$rc" = 0 ] || status=1
+}
+
+# In-tree backends: every entry point ray-accel-ext itself registers, with tests/data/hosts/<name>.
+for name in $("$PY" -c 'from ray_accel_ext.registry import available_backends as a
+print(" ".join(s.name for s in a() if s.dist.startswith("ray-accel-ext ")))'); do
+  suite "$name" "$name" "tests/data/hosts/$name" "ci/xfails/$name.txt"
+done
+suite reference ray_accel_ext.testing.fake_backend:FakeBackend ray_accel_ext/conformance/data/hosts/fake_accel
+suite amd_gpu amd_gpu tests/downstream/ray_accel_ext_amd/tests/hosts tests/downstream/ray_accel_ext_amd/conformance-xfails.txt
+
+echo "== downstream: ray_accel_ext_amd's own tests (suite subclasses + unit tests)"
+if (cd tests/downstream/ray_accel_ext_amd && "$PY" -m pytest -q -p no:cacheprovider --junitxml "$OUT/amd_gpu-own-tests.xml"); then
+  echo "amd_gpu-own-tests: PASS" >> "$OUT/summary.txt"
+else
+  echo "amd_gpu-own-tests: FAIL" >> "$OUT/summary.txt"; status=1
+fi
+
+echo "== summary ($OUT/summary.txt)"
+cat "$OUT/summary.txt"
+exit $status
