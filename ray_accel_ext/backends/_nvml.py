@@ -188,18 +188,32 @@ def _read_links(pynvml: Any, handle: Any, errors: list[str]) -> list[dict[str, A
 
 
 def _read_fabric(pynvml: Any, handle: Any, errors: list[str]) -> dict[str, Any] | None:
-    if not hasattr(pynvml, "c_nvmlGpuFabricInfo_v3_t"):
-        return None
-    info = pynvml.c_nvmlGpuFabricInfo_v3_t()
-    done = _call(pynvml, errors, "nvmlDeviceGetGpuFabricInfoV", pynvml.nvmlDeviceGetGpuFabricInfoV, handle, ctypes.byref(info))
-    if done is None:
-        return None
-    return {
-        "state": int(info.state),
-        "status": int(info.status),
-        "cluster_uuid": str(_uuid.UUID(bytes=bytes(info.clusterUuid))),
-        "clique_id": int(info.cliqueId),
-    }
+    # nvmlDeviceGetGpuFabricInfoV (v3 struct) on current drivers; the legacy call on drivers that
+    # predate it (FUNCTION_NOT_FOUND / ARGUMENT_VERSION_MISMATCH). Both take a struct pointer.
+    skip = {getattr(pynvml, n, -1) for n in ("NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_ARGUMENT_VERSION_MISMATCH")}
+    for struct_name, fn_name in (
+        ("c_nvmlGpuFabricInfo_v3_t", "nvmlDeviceGetGpuFabricInfoV"),
+        ("c_nvmlGpuFabricInfo_t", "nvmlDeviceGetGpuFabricInfo"),
+    ):
+        struct, fn = getattr(pynvml, struct_name, None), getattr(pynvml, fn_name, None)
+        if struct is None or fn is None:
+            continue
+        info = struct()
+        try:
+            fn(handle, ctypes.byref(info))
+        except pynvml.NVMLError as exc:
+            if getattr(exc, "value", None) in skip:
+                continue
+            if getattr(exc, "value", None) != pynvml.NVML_ERROR_NOT_SUPPORTED:
+                errors.append(f"{fn_name}: {exc}")
+            return None
+        return {
+            "state": int(info.state),
+            "status": int(info.status),
+            "cluster_uuid": str(_uuid.UUID(bytes=bytes(info.clusterUuid))),
+            "clique_id": int(info.cliqueId),
+        }
+    return None
 
 
 def _call(pynvml: Any, errors: list[str], what: str, fn: Any, *args: Any) -> Any:

@@ -1,3 +1,0 @@
-"""The suite's own tests run pytest inside pytest."""
-
-pytest_plugins = ["pytester"]
