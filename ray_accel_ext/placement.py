@@ -428,6 +428,28 @@ def _claims_actor_class():
 
         def __init__(self) -> None:
             self._claims: dict[str, dict[str, Any]] = {}
+            self._last_gc = 0.0
+
+        def _gc(self, every_s: float = 1.0) -> None:
+            """Drop claims whose group is gone (its driver died) or never came (past the TTL)."""
+            now = time.time()
+            if now - self._last_gc < every_s:
+                return
+            self._last_gc = now
+            from ray.util import placement_group_table
+
+            try:
+                table = placement_group_table()
+            except Exception:  # noqa: BLE001 - GCS hiccup: keep every claim
+                return
+            for key, entry in list(self._claims.items()):
+                pg_hex = entry.get("pg")
+                if pg_hex is None:
+                    gone = now - entry["since"] > entry["ttl_s"]
+                else:
+                    gone = table.get(pg_hex, {}).get("state") in (None, "REMOVED")
+                if gone:
+                    del self._claims[key]
 
         def _stale(self, entry: dict[str, Any]) -> bool:
             pg_hex = entry.get("pg")
@@ -469,23 +491,22 @@ def _claims_actor_class():
             return True
 
         def snapshot(self) -> dict[str, dict[str, Any]]:
-            for key, entry in list(self._claims.items()):
-                if entry.get("pg") is None and self._stale(entry):
-                    del self._claims[key]
+            self._gc()
             return {k: dict(v) for k, v in self._claims.items()}
 
     return DomainClaims
 
 
 _claims_lock = threading.Lock()
+_claims_cls: list[Any] = []
 
 
 def _claims():
     """The cluster's claim registry: a named detached actor, created on first use by anyone."""
-    import ray
-
     with _claims_lock:
-        return _claims_actor_class().options(
+        if not _claims_cls:
+            _claims_cls.append(_claims_actor_class())
+        return _claims_cls[0].options(
             name=CLAIMS_ACTOR, namespace=CLAIMS_NAMESPACE, lifetime="detached", get_if_exists=True
         ).remote()
 

@@ -130,6 +130,34 @@ def test_domain_taken_outside_the_api_times_out_and_the_next_one_is_used(cluster
     assert claims_snapshot() == {}
 
 
+CRASHING_DRIVER = """
+import os, sys, ray
+from ray_accel_ext.placement import reserve_domain
+ray.init(address=sys.argv[1])
+r = reserve_domain("fabric", hosts=2, selector={"rayaccel.io/fabric-domain": sys.argv[2]}, deadline_s=60)
+print("HELD", r.domain, flush=True)
+os._exit(0)  # dies holding the domain: no release, no ray.shutdown
+"""
+
+
+def test_claim_of_a_driver_that_died_is_given_back(cluster, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    domain = sorted({n["Labels"][FABRIC] for n in ray.nodes() if n["Labels"].get("ray.io/accelerator-type") == "GB200"})[-1]
+    script = tmp_path / "crash.py"
+    script.write_text(CRASHING_DRIVER)
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    out = subprocess.run([sys.executable, str(script), cluster.address, domain], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert f"HELD {domain}" in out.stdout, out.stdout + out.stderr[-3000:]
+    # Its group goes with its job; the claim is dropped when the registry next looks.
+    with reserve_domain("fabric", hosts=2, selector={FABRIC: domain}, deadline_s=90) as r:
+        assert r.domain == domain
+    assert claims_snapshot() == {}
+
+
 def _twenty(deadline_s, hold_s):
     results, lock = [], threading.Lock()
 
