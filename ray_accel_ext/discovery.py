@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 
 from .backend import AcceleratorBackend
-from .errors import BackendLoadError, DescriptionError
+from .errors import BackendLoadError, DescriptionError, HostReadError
 from .host import Host, host_from_env
 from .labels import key_prefix
 from .model import NodeDescription, NodeInventory, Problem
@@ -26,6 +26,9 @@ log = logging.getLogger("ray_accel_ext")
 
 # Grace past the budget for threads that are about to finish; the budget itself is the bound.
 _JOIN_GRACE_S = 0.05
+# Directories the backends' detect() start from. detect() never raises, so one that exists but
+# cannot be listed (mode 000, a symlink loop) would read as "no accelerators, ok"; it is reported.
+_ENTRY_DIRS = ("/sys/bus/pci/devices", "/dev")
 
 
 def discover(
@@ -47,6 +50,12 @@ def discover(
         except BackendLoadError as exc:  # duplicate registrations: loud, but the node still starts
             problems.append(Problem(backend="registry", stage="load", error=type(exc).__name__, message=str(exc)))
             backends = []
+
+    for path in _ENTRY_DIRS:
+        try:
+            host.listdir(path)
+        except HostReadError as exc:
+            problems.append(Problem(backend="host", stage="detect", error=type(exc).__name__, message=str(exc)))
 
     results: dict[str, NodeDescription | None] = {}
     threads: list[tuple[AcceleratorBackend, threading.Thread]] = []
