@@ -15,6 +15,8 @@ import pytest
 
 from ray_accel_ext.conformance.settings import ENV, REFERENCE_SNAPSHOTS
 
+pytest_plugins = ["pytester"]
+
 BASES = ("Registration", "Detection", "Description", "Adapter", "Visibility")
 HIVE = "fake-4dev-hive"
 

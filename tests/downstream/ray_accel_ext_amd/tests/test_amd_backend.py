@@ -74,3 +74,19 @@ def test_unknown_device_id_keeps_the_devices(mi300x: Path):
 def test_no_kfd_means_not_detected(tmp_path: Path):
     (tmp_path / "rootfs").mkdir()
     assert AMDGPUBackend().detect(open_host(tmp_path, environ={})) is False
+
+
+def test_imports_only_public_core_modules():
+    allowed = {"ray_accel_ext.backend", "ray_accel_ext.model", "ray_accel_ext.host", "ray_accel_ext.errors",
+               "ray_accel_ext.pci", "ray_accel_ext.nics"}
+    import ast
+
+    src = Path(__file__).parent.parent / "src" / "ray_accel_ext_amd"
+    used = set()
+    for file in src.glob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ray_accel_ext"):
+                used.add(node.module)
+            elif isinstance(node, ast.Import):
+                used.update(a.name for a in node.names if a.name.startswith("ray_accel_ext."))
+    assert used - {"ray_accel_ext_amd"} <= allowed, sorted(used - allowed)
