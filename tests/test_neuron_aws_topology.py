@@ -49,7 +49,9 @@ def no_profile(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
 
 
-def run(capsys, monkeypatch, snap, api=None, command="ray-args"):
+def run(capsys, monkeypatch, snap, api=None, command="ray-args", budget="10"):
+    # A roomy budget: importing boto3 on a loaded test machine can take seconds.
+    monkeypatch.setenv("RAY_ACCEL_BUDGET_S", budget)
     with serve_snapshot(snap) as env:
         env.update(api.env() if api is not None else {})
         for key, value in env.items():
@@ -129,3 +131,16 @@ def test_without_boto3_the_opt_in_is_reported(snap, capsys, monkeypatch, no_prof
 ])
 def test_network_node_levels(nodes, levels):
     assert InstanceTopology(instance_id="i-1", network_nodes=nodes).levels() == levels
+
+
+def test_a_slow_lookup_is_abandoned_before_the_budget_ends(snap, capsys, monkeypatch, no_profile):
+    with FakeEc2Api(TOPOLOGY, {"DescribeInstanceTopology": {"delay_s": 5}}) as api:
+        started = time.monotonic()
+        out = run(capsys, monkeypatch, snap, api, "discover", budget="1.5")
+        elapsed = time.monotonic() - started
+    assert out["problems"] == []  # the backend finished: only the lookup was given up
+    (desc,) = out["descriptions"]
+    assert desc["resource_quantity"] == 64
+    assert any(p.startswith(("DescribeInstanceTopology", "MetadataTimeout: DescribeInstanceTopology"))
+               for p in desc["problems"]), desc["problems"]
+    assert elapsed < 8.0

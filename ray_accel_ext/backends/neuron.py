@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 from urllib.parse import urlsplit
@@ -57,6 +58,8 @@ CORES_PER_DEVICE_ENV = "RAY_ACCEL_NEURON_CORES_PER_DEVICE"
 # budget, so that a hanging tool still leaves time to describe the node from sysfs.
 NEURON_LS_TIMEOUT_S = 1.5
 AWS_API_TIMEOUT_S = 1.0
+# Budget kept for reading sysfs and building the description after the network lookups.
+_DESCRIBE_RESERVE_S = 0.5
 _PREFIX = "neuron.rayaccel.io"
 _INSTANCE_TYPE_RE = re.compile(r"^[a-z][a-z0-9-]*\.[0-9]*[a-z]+$")
 
@@ -287,17 +290,37 @@ def _with_network_topology(host: Host, location: Location, problems: list[str]) 
     if not instance_id or not location.region:
         problems.append("DescribeInstanceTopology skipped: instance id or region unknown")
         return location
-    try:
-        topo = aws_topology.describe_instance_topology(
-            host.env,
-            instance_id=instance_id.strip(),
-            region=location.region,
-            timeout_s=min(AWS_API_TIMEOUT_S, host.deadline.remaining() / 2),
-        )
-    except ProviderError as exc:
-        problems.append(f"{type(exc).__name__}: {exc.message}")
+    # boto3's import and credential chain are not bounded by the HTTP timeout: run the lookup in
+    # its own thread and stop waiting while there is still budget to describe the devices.
+    outcome: dict[str, object] = {}
+
+    def lookup() -> None:
+        try:
+            outcome["topology"] = aws_topology.describe_instance_topology(
+                host.env,
+                instance_id=instance_id.strip(),
+                region=location.region or "",
+                timeout_s=min(AWS_API_TIMEOUT_S, host.deadline.remaining() / 2),
+            )
+        except Exception as exc:  # noqa: BLE001 - reported below, never raised into discovery
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=lookup, name="ray-accel-ec2-topology", daemon=True)
+    worker.start()
+    worker.join(max(0.0, host.deadline.remaining() - _DESCRIBE_RESERVE_S))
+    if worker.is_alive():
+        problems.append("DescribeInstanceTopology: no answer within the discovery budget (boto3 import, "
+                        "credentials or the API); rack/block/cluster left unknown")
         return location
-    if topo is None:
+    error = outcome.get("error")
+    if isinstance(error, ProviderError):
+        problems.append(f"{type(error).__name__}: {error.message}")
+        return location
+    if error is not None:
+        problems.append(f"DescribeInstanceTopology: {type(error).__name__}: {error}")
+        return location
+    topo = outcome.get("topology")
+    if not isinstance(topo, aws_topology.InstanceTopology):
         return location
     cluster, block, rack = topo.levels()
     return dataclasses.replace(location, cluster=cluster, block=block, rack=rack)
