@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .adapter import RayNodeSpec, degraded_spec, to_ray_node
@@ -23,7 +24,7 @@ from .discovery import discover
 from .host import host_from_env, open_host
 from .telemetry import discovery_event
 
-__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs"]
+__all__ = ["start_hook", "init", "node_spec", "cap_to_visible", "merge_into_params", "merge_into_init_kwargs"]
 
 log = logging.getLogger("ray_accel_ext")
 
@@ -37,16 +38,65 @@ def _ensure_log_handler() -> None:
         log.setLevel(logging.INFO)
 
 
-def node_spec(root: str | os.PathLike[str] | None = None) -> RayNodeSpec:
+# The variables Ray's own managers read to cap a node's accelerator count (Ray raises at node
+# start when an explicit count exceeds what they list; resource_and_label_spec.py, see
+# reference/ray-2.60.md section 1). GPU: NVIDIA's and AMD's managers.
+VISIBLE_DEVICES_ENV = {
+    "GPU": ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"),
+    "TPU": ("TPU_VISIBLE_CHIPS",),
+    "neuron_cores": ("NEURON_RT_VISIBLE_CORES",),
+}
+
+
+def _visible_count(value: str) -> int:
+    # Ray's parsing: "" and "NoDevFiles" mean none, else a comma-separated list.
+    return 0 if value in ("", "NoDevFiles") else len(value.split(","))
+
+
+def cap_to_visible(spec: RayNodeSpec, environ: Mapping[str, str]) -> RayNodeSpec:
+    """``spec`` with accelerator counts cut to what the process's visible-devices variables allow.
+
+    A node started with ``CUDA_VISIBLE_DEVICES=0,1`` on an 8-GPU host offers 2 GPUs: Ray refuses
+    to start a node whose explicit count exceeds the visible list.
+    """
+    resources = dict(spec.resources)
+    for name, variables in VISIBLE_DEVICES_ENV.items():
+        if name not in resources:
+            continue
+        limits = [_visible_count(environ[v]) for v in variables if v in environ]
+        if limits and min(limits) < resources[name]:
+            log.warning(
+                "ray_accel_ext: %s capped from %g to %d by %s",
+                name, resources[name], min(limits), ", ".join(f"{v}={environ[v]!r}" for v in variables if v in environ),
+            )
+            resources[name] = float(min(limits))
+            if resources[name] == 0:
+                del resources[name]
+    return RayNodeSpec(resources=resources, labels=spec.labels)
+
+
+def node_spec(
+    root: str | os.PathLike[str] | None = None,
+    *,
+    budget_s: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RayNodeSpec:
     """Discover this node (``root`` or ``RAY_ACCEL_ROOT``) and return its Ray resources and labels.
 
-    Never raises: on an unexpected error the spec is ``degraded_spec()`` and the cause is logged.
+    This is exactly what the start hook merges into the node (and what ``ray-accel ray-args``
+    prints). Counts are capped by the process's visible-devices variables (``environ``, default
+    ``os.environ``). Never raises: on an unexpected error the spec is ``degraded_spec()`` and the
+    cause is logged.
     """
     _ensure_log_handler()
+    environ = os.environ if environ is None else environ
     try:
-        host = open_host(root) if root is not None else host_from_env()
+        if root is not None:
+            host = open_host(root, environ=environ, budget_s=budget_s)
+        else:
+            host = host_from_env(environ, budget_s=budget_s)
         inventory = discover(host)
-        spec = to_ray_node(inventory)
+        spec = cap_to_visible(to_ray_node(inventory), environ)
         discovery_event(inventory, spec)
         return spec
     except Exception as exc:  # noqa: BLE001 - the node must start whatever happened here

@@ -125,6 +125,21 @@ def test_damaged_node_starts_degraded_and_names_the_files(cluster):
     assert "0000:a0:00.0" in log and "broken symbolic link" in log
 
 
+def test_visible_devices_variable_caps_the_gpu_count(cluster):
+    """CUDA_VISIBLE_DEVICES=0,1 before `ray start` on an 8-GPU host: Ray would refuse num_gpus=8."""
+    cluster.add_node(H100, name="h100-visible-2", env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    node = cluster.ray_node("h100-visible-2")
+    assert node["Alive"] and node["Resources"]["GPU"] == 2
+    assert node["Labels"]["rayaccel.io/count"] == "8"  # the host has 8; this node offers 2
+    assert "GPU capped from 8 to 2" in cluster.node("h100-visible-2").log()
+
+
+@pytest.mark.parametrize("value, gpus", [("", None), ("NoDevFiles", None), ("3", 1.0), ("0,1,2,3,4,5,6,7,8", 8.0)])
+def test_cap_to_visible_follows_rays_parsing(value, gpus):
+    spec = node_spec(H100, environ={"CUDA_VISIBLE_DEVICES": value})
+    assert spec.resources.get("GPU") == gpus
+
+
 def test_ray_params_merge_keeps_user_values():
     from ray._private.parameter import RayParams
 

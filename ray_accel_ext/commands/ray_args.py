@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
-from ..adapter import to_ray_node
-from ..discovery import discover
-from ._common import add_format_option, add_root_option, host_for, print_json
+from ..ray_hook import node_spec
+from ._common import add_format_option, add_root_option, print_json
 
 
 def register(sub) -> None:
@@ -23,7 +23,11 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = to_ray_node(discover(host_for(args)))
+    if args.root and not Path(args.root).is_dir():
+        print(f"ray-accel ray-args: --root {args.root}: not a directory", file=sys.stderr)
+        return 2
+    # The very path the start hook takes, so the output is what Ray would get on this node.
+    spec = node_spec(args.root or None, budget_s=args.budget)
     if args.format == "json":
         print_json(spec.to_dict())
     elif args.format == "flags":
