@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_key, is_valid_value, sanitize_value
+from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_key, is_valid_value, key_prefix, sanitize_value
 from .model import SCHEMA_VERSION, NodeDescription, NodeInventory
 
 __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "label_key", "GPUDIRECT_PATHS"]
@@ -38,6 +38,11 @@ __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "label_key", "GPUDIREC
 # A device "has GPUDirect" when its nearest NIC sits behind the same PCIe switch.
 GPUDIRECT_PATHS = ("PIX", "PXB")
 _GIB = 1 << 30
+# Ray's own resource names (ray_constants.DEFAULT_RESOURCES, the accelerator resources, the node:
+# resources). `ray start` refuses CPU/memory/object_store_memory as custom resources and does not
+# start, so a name from outside text (a TPU slice named by metadata) never becomes one of them.
+_RAY_RESOURCE_NAMES = frozenset({"CPU", "GPU", "memory", "object_store_memory", "TPU", "neuron_cores"})
+_RAY_RESOURCE_PREFIXES = ("node:", "accelerator_type:")
 # Ray 2.60 TPUAcceleratorManager.is_valid_tpu_accelerator_type.
 _RAY_POD_TYPE_RE = re.compile(r"^(v|tpu)\d+[a-zA-Z]*-\d+$")
 
@@ -139,8 +144,14 @@ def _add(labels: dict[str, str], key: str, value: object) -> None:
         labels[key] = text
 
 
+def _reserved_resource(name: str) -> bool:
+    return name in _RAY_RESOURCE_NAMES or name.startswith(_RAY_RESOURCE_PREFIXES)
+
+
 def _add_resources(desc: NodeDescription, resources: dict[str, float]) -> None:
     quantity = float(desc.resource_quantity)
+    if desc.resource_name in ("CPU", "memory", "object_store_memory"):
+        return  # Ray's own; `ray start` would refuse them as custom resources
     if quantity > 0 and math.isfinite(quantity):
         resources[desc.resource_name] = resources.get(desc.resource_name, 0.0) + quantity
     acc_type = desc.sku.ray_accelerator_type
@@ -192,7 +203,10 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
         _add(labels, label_key("gpudirect"), "true" if direct else "false")
 
     for key, value in desc.attributes.items():
-        _add(labels, key, value)
+        # Backend attributes never write Ray's or the schema's keys (the registry refuses those
+        # prefixes; this holds for descriptions that did not come through it too).
+        if key_prefix(key) not in (RAY_PREFIX, PROJECT_PREFIX):
+            _add(labels, key, value)
 
 
 # -- TPU: Ray 2.60's TPUAcceleratorManager names (reference/ray-2.60.md section 5) ---------------
@@ -237,7 +251,7 @@ def _tpu_resources(desc: NodeDescription) -> dict[str, float]:
     pod_type = ray_tpu_pod_type(fabric.product)
     if not pod_type:
         return {}
-    out = {fabric.id: 1.0}
+    out = {} if _reserved_resource(fabric.id) else {fabric.id: 1.0}
     if fabric.worker == 0:
         out[f"TPU-{pod_type}-head"] = 1.0
     return out

@@ -32,12 +32,12 @@ _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 def is_valid_value(value: object) -> bool:
     """True when Ray's label selectors can match ``value``."""
-    return isinstance(value, str) and bool(_VALUE_RE.match(value))
+    return isinstance(value, str) and bool(_VALUE_RE.fullmatch(value))
 
 
 def is_valid_prefix(prefix: object) -> bool:
     """True for a DNS-subdomain label prefix such as ``nvidia.com``."""
-    return isinstance(prefix, str) and 0 < len(prefix) <= 253 and bool(_PREFIX_RE.match(prefix))
+    return isinstance(prefix, str) and 0 < len(prefix) <= 253 and bool(_PREFIX_RE.fullmatch(prefix))
 
 
 def is_valid_key(key: object) -> bool:
@@ -47,7 +47,7 @@ def is_valid_key(key: object) -> bool:
     prefix, sep, name = key.rpartition("/")
     if sep and not is_valid_prefix(prefix):
         return False
-    return bool(name) and bool(_VALUE_RE.match(name))
+    return bool(name) and bool(_VALUE_RE.fullmatch(name))
 
 
 def key_prefix(key: str) -> str:
@@ -70,4 +70,4 @@ def sanitize_value(text: object) -> str:
         end -= 1
     value = value[start:end]
     # isalnum() accepts non-ASCII digits/letters that the regex rejects; _BAD_CHARS removed them.
-    return value if _VALUE_RE.match(value) else ""
+    return value if _VALUE_RE.fullmatch(value) else ""

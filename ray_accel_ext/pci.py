@@ -67,8 +67,14 @@ def parse_hex_id(text: str, path: str) -> str:
     return value
 
 
+# Linux's NR_CPUS is at most 8192 (x86 MAXSMP); ids are capped so that a corrupt list of many
+# ranges cannot make a set of billions of CPUs.
+MAX_CPUS = 1 << 16
+
+
 def parse_cpulist(text: str) -> tuple[int, ...]:
-    """``0-3,8,10-11`` -> (0, 1, 2, 3, 8, 10, 11). Raises ValueError on malformed input."""
+    """``0-3,8,10-11`` -> (0, 1, 2, 3, 8, 10, 11). Raises ValueError on malformed input or CPU
+    ids of ``MAX_CPUS`` and above."""
     cpus: set[int] = set()
     text = text.strip()
     if not text:
@@ -78,13 +84,13 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
         if "-" in chunk:
             lo_s, _, hi_s = chunk.partition("-")
             lo, hi = int(lo_s), int(hi_s)
-            if lo < 0 or hi < lo or hi - lo > 65536:
+            if lo < 0 or hi < lo or hi >= MAX_CPUS:
                 raise ValueError(f"bad cpu range {chunk!r}")
             cpus.update(range(lo, hi + 1))
         else:
             cpu = int(chunk)
-            if cpu < 0:
-                raise ValueError(f"negative cpu {chunk!r}")
+            if cpu < 0 or cpu >= MAX_CPUS:
+                raise ValueError(f"cpu {chunk!r} outside 0..{MAX_CPUS - 1}")
             cpus.add(cpu)
     return tuple(sorted(cpus))
 

@@ -142,7 +142,10 @@ def run_neuron_ls(host: Host, timeout_s: float) -> str:
 
 def parse_neuron_ls(text: str) -> dict[int, LsDevice]:
     """``neuron-ls -j`` output by device number. Raises ValueError on anything malformed."""
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except RecursionError:  # thousands of nested brackets: no neuron-ls prints that
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(data, list):
         raise ValueError(f"expected a JSON list of devices, got {type(data).__name__}")
     out: dict[int, LsDevice] = {}
