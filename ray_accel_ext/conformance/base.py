@@ -24,7 +24,6 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -65,7 +64,13 @@ def _describe(backend: AcceleratorBackend, snapshot: Snapshot, suite: SuiteConfi
             f"{backend.name}.detect() is not True on snapshot {snapshot}, whose golden file has a "
             f"{backend.name} description"
         )
-        desc = backend.describe(host)
+        try:
+            desc = backend.describe(host)
+        except Exception as exc:  # noqa: BLE001 - reported with what to do instead
+            pytest.fail(
+                f"{backend.name}.describe() raised {type(exc).__name__}: {exc} on snapshot {snapshot}; put what "
+                f"cannot be read into NodeDescription.problems instead of raising"
+            )
     assert isinstance(desc, NodeDescription), (
         f"{backend.name}.describe() on snapshot {snapshot} returned {type(desc).__name__}, expected NodeDescription"
     )
