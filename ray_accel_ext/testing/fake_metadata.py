@@ -61,6 +61,7 @@ FAULT_CLASSES: dict[str, dict[str, Any]] = {
     "empty body": {"body": ""},
     "slow drip": {"drip_s": 0.3},
     "transient 503 (once)": {"status": 503, "times": 1},
+    "transient 429 with Retry-After (once)": {"status": 429, "retry_after": "0.2", "times": 1},
 }
 
 
