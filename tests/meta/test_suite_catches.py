@@ -231,3 +231,18 @@ def test_xfails_file_is_strict_and_checked(pytester, monkeypatch):
     assert "BaseAdapterTests::test_no_such_test: no such suite test (stale entry?)" in text
     assert "BaseDetectionTests::test_within_time_budget needs '# <reason> <link to the bug>' after it (not applied)" in text
     assert result.parseoutcomes().get("xfailed") == 2, text
+
+
+def test_describe_that_raises_instead_of_reporting_problems(pytester, monkeypatch):
+    code = """
+    class Broken(FakeBackend):
+        def describe(self, host):
+            raise KeyError("memory_mib")
+    """
+    failed, text, _ = _run(pytester, monkeypatch, _module(code))
+    assert f"test_matches_golden[{HIVE}]" in failed and f"test_consistent[{HIVE}]" in failed, text
+    assert "test_detect_false_on_empty_host" not in failed and f"test_leaves_process_unchanged[{HIVE}]" not in failed
+    assert (
+        f"fake_accel.describe() raised KeyError: 'memory_mib' on snapshot {HIVE}; put what cannot be read into "
+        "NodeDescription.problems instead of raising"
+    ) in text
