@@ -8,6 +8,7 @@ node start. Errors of one backend never hide another's devices.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -18,6 +19,7 @@ from .errors import BackendLoadError, DescriptionError, HostReadError
 from .host import Host, host_from_env
 from .labels import key_prefix
 from .model import NodeDescription, NodeInventory, Problem
+from .redact import redact
 from .registry import load_backends
 
 __all__ = ["discover"]
@@ -94,15 +96,22 @@ def discover(
                 )
 
     with lock:
-        descriptions = tuple(results[b.name] for b, _ in threads if results.get(b.name) is not None)
+        descriptions = tuple(_redacted(results[b.name]) for b, _ in threads if results.get(b.name) is not None)
         inventory = NodeInventory(
             descriptions=descriptions,  # type: ignore[arg-type]
-            problems=tuple(problems),
+            problems=tuple(dataclasses.replace(p, message=redact(p.message)) for p in problems),
             elapsed_s=time.perf_counter() - started,
         )
     for reason in inventory.reasons():
         log.warning("ray_accel_ext discovery degraded: %s", reason)
     return inventory
+
+
+def _redacted(desc: NodeDescription) -> NodeDescription:
+    """``desc`` with credentials cut out of its problem messages (they quote outside text, and
+    they reach the node log, telemetry and recorded snapshots)."""
+    cleaned = tuple(redact(p) for p in desc.problems)
+    return desc if cleaned == desc.problems else dataclasses.replace(desc, problems=cleaned)
 
 
 def _check(backend: AcceleratorBackend, desc: NodeDescription) -> None:

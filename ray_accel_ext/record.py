@@ -43,6 +43,7 @@ from typing import Any
 
 from .errors import CommandError, HostReadError, MetadataRateLimited, MetadataTimeout, ProviderError
 from .host import MAX_READ_BYTES, PASSTHROUGH_ENV, ROOT_ENV, FsHost
+from .redact import redact
 
 __all__ = ["RecordingHost", "RecordingEnv", "RecordingMetadata", "record", "is_secret_name", "SECRET_RE"]
 
@@ -158,7 +159,7 @@ class RecordingMetadata:
                 if is_secret_name(path):
                     dropped.append(f"{kind}:{path}")
                 elif value is not None:  # None was a 404: the fake answers 404 for unknown keys
-                    values[path] = _scrub_text(value)
+                    values[path] = redact(_scrub_text(value))  # and `export X_TOKEN=...` pairs
             out[kind] = values
             faults = {p: f for p, f in sorted(self.faults[kind].items()) if p == "api/token" or not is_secret_name(p)}
             if faults:
