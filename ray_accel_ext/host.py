@@ -137,7 +137,7 @@ class FsHost:
         if budget_s is None:
             budget_s = _float_env(self.env, BUDGET_ENV, DEFAULT_BUDGET_S)
         self.deadline = Deadline(budget_s)
-        self.metadata = MetadataClient(self.env, self.deadline)
+        self.metadata = MetadataClient(self.env, self.deadline, live=self.live)
         self._resolved: dict[str, str] = {}
         # Canonical host paths already seen by lstat to be no symlink: later walks through the
         # same directories (every PCI device shares its bridges' path) skip the syscall.

@@ -42,9 +42,12 @@ _TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
 class MetadataClient:
     """Reads GCE and EC2 metadata for one discovery run. Thread-safe; answers are cached."""
 
-    def __init__(self, env: Mapping[str, str], deadline: Deadline) -> None:
+    def __init__(self, env: Mapping[str, str], deadline: Deadline, *, live: bool = True) -> None:
         self._env = env
         self._deadline = deadline
+        # A recorded or test host is not this machine: its metadata may only come from an
+        # explicitly named endpoint (a loopback fake), never from the real link-local servers.
+        self._live = live
         try:
             self.timeout_s = float(env.get("RAY_ACCEL_METADATA_TIMEOUT_S", DEFAULT_TIMEOUT_S))
         except ValueError:
@@ -59,12 +62,28 @@ class MetadataClient:
 
     @property
     def gce_base(self) -> str:
-        host = self._env.get("GCE_METADATA_HOST") or self._env.get("GCE_METADATA_IP") or GCE_DEFAULT_HOST
+        host = self._env.get("GCE_METADATA_HOST") or self._env.get("GCE_METADATA_IP")
+        if not host:
+            self._require_live("GCE_METADATA_HOST", GCE_DEFAULT_HOST)
+            host = GCE_DEFAULT_HOST
         return host if "://" in host else f"http://{host}"
 
     @property
     def imds_base(self) -> str:
-        return (self._env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT") or IMDS_DEFAULT_ENDPOINT).rstrip("/")
+        endpoint = self._env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+        if not endpoint:
+            self._require_live("AWS_EC2_METADATA_SERVICE_ENDPOINT", IMDS_DEFAULT_ENDPOINT)
+            endpoint = IMDS_DEFAULT_ENDPOINT
+        return endpoint.rstrip("/")
+
+    def _require_live(self, variable: str, default: str) -> None:
+        if not self._live:
+            raise MetadataServerError(
+                f"this host is a snapshot or root directory, not the live machine: its metadata comes only "
+                f"from an endpoint named by {variable} (not asking {default})",
+                endpoint=default,
+                attempts=0,
+            )
 
     # -- public API -----------------------------------------------------------------------------
 

@@ -78,18 +78,38 @@ def nccl_env(nics: Sequence[Nic]) -> dict[str, str]:
     return env
 
 
+def _unit_owner(desc: NodeDescription):
+    """Map a Ray resource id to a device index.
+
+    Ids are device indices when the resource counts devices (``GPU``, ``TPU``); when it counts
+    sub-device units (``neuron_cores``) each device owns ``device.cores`` consecutive ids.
+    """
+    n = len(desc.devices)
+    if desc.resource_quantity == n or n == 0:
+        return lambda unit: unit
+    if all(d.cores for d in desc.devices):
+        starts: list[tuple[int, int, int]] = []
+        first = 0
+        for d in desc.devices:
+            starts.append((first, first + int(d.cores or 0), d.index))
+            first += int(d.cores or 0)
+        return lambda unit: next((idx for lo, hi, idx in starts if lo <= unit < hi), None)
+    per_device = desc.resource_quantity / n
+    return lambda unit: int(unit // per_device)
+
+
 def topology_for(desc: NodeDescription, accelerator_ids: Sequence[str]) -> WorkerTopology:
     """The devices of ``desc`` named by Ray's ``accelerator_ids`` and what is near them."""
     n = len(desc.devices)
-    units_per_device = desc.resource_quantity / n if n else 1.0
+    owner = _unit_owner(desc)
     indices: list[int] = []
     for raw in accelerator_ids:
         try:
             unit = int(raw)
         except ValueError:
             raise RuntimeTopologyError(f"Ray assigned {desc.resource_name} id {raw!r}, which is not an index") from None
-        index = int(unit // units_per_device) if units_per_device > 1 else unit
-        if not 0 <= index < n:
+        index = owner(unit)
+        if index is None or not 0 <= index < n:
             raise RuntimeTopologyError(
                 f"Ray assigned {desc.resource_name} id {raw}, but this node describes devices 0..{n - 1}"
             )
