@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from .errors import BackendLoadError, DescriptionError, HostReadError
 from .host import Host, host_from_env
 from .labels import key_prefix
 from .model import NodeDescription, NodeInventory, Problem
+from .pci import BDF_RE, PCI_DEVICES
 from .redact import redact
 from .registry import load_backends
 
@@ -28,6 +30,7 @@ log = logging.getLogger("ray_accel_ext")
 
 # Grace past the budget for threads that are about to finish; the budget itself is the bound.
 _JOIN_GRACE_S = 0.05
+_HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,6}")
 # Directories the backends' detect() start from. detect() never raises, so one that exists but
 # cannot be listed (mode 000, a symlink loop) would read as "no accelerators, ok"; it is reported.
 _ENTRY_DIRS = ("/sys/bus/pci/devices", "/dev")
@@ -53,11 +56,7 @@ def discover(
             problems.append(Problem(backend="registry", stage="load", error=type(exc).__name__, message=str(exc)))
             backends = []
 
-    for path in _ENTRY_DIRS:
-        try:
-            host.listdir(path)
-        except HostReadError as exc:
-            problems.append(Problem(backend="host", stage="detect", error=type(exc).__name__, message=str(exc)))
+    problems.extend(_host_problems(host))
 
     results: dict[str, NodeDescription | None] = {}
     threads: list[tuple[AcceleratorBackend, threading.Thread]] = []
@@ -105,6 +104,42 @@ def discover(
     for reason in inventory.reasons():
         log.warning("ray_accel_ext discovery degraded: %s", reason)
     return inventory
+
+
+def _host_problems(host: Host) -> list[Problem]:
+    """What no backend can report, since ``detect()`` never raises: an entry directory that cannot
+    be listed, and PCI functions whose vendor file is there but unreadable or garbage (a backend
+    skips such a function, so its device would silently not exist)."""
+    out: list[Problem] = []
+    for path in _ENTRY_DIRS:
+        try:
+            host.listdir(path)
+        except HostReadError as exc:
+            out.append(Problem(backend="host", stage="detect", error=type(exc).__name__, message=str(exc)))
+    bad: list[str] = []
+    try:
+        names = [n for n in host.listdir(PCI_DEVICES) if BDF_RE.match(n)]
+    except HostReadError:
+        names = []
+    for name in names:
+        # A dangling link or a function without a vendor file is a device that went away
+        # (hot-unplug, SR-IOV teardown): not counted, not a problem. A vendor file that is there
+        # but unreadable or garbage is.
+        try:
+            text = host.read_optional(f"{PCI_DEVICES}/{name}/vendor", max_bytes=64)
+        except HostReadError:
+            if not host.exists(f"{PCI_DEVICES}/{name}"):
+                continue
+            text = ""
+        if text is not None and not _HEX_ID.fullmatch(text.strip()):
+            bad.append(name)
+    if bad:
+        out.append(Problem(
+            backend="host", stage="detect", error="HostReadError",
+            message=f"{len(bad)} PCI function(s) without a readable vendor id ({', '.join(bad[:4])}"
+                    f"{', ...' if len(bad) > 4 else ''}): devices there are not counted",
+        ))
+    return out
 
 
 def _redacted(desc: NodeDescription) -> NodeDescription:
