@@ -102,7 +102,10 @@ class Results:
         self.cases.append(case)
         return case
 
-    def write(self) -> Path:
+    def write(self) -> Path | None:
+        """Write the cases (a run that selected none of them, ``-k``, leaves the last file alone)."""
+        if not self.cases:
+            return None
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         path = RESULTS_DIR / f"{self.module}.json"
         data = {"module": self.module, "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

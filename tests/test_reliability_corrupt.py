@@ -192,3 +192,31 @@ def test_unreadable_files_as_nobody(workdir):
             failures.append(f"{v.name}: labels {bad} crashes {raw} elapsed {res['elapsed']:.2f}s")
     assert not failures, "\n".join(failures)
     assert flagged, "no unreadable copy was flagged degraded: were the files really unreadable to nobody?"
+
+
+def test_generator_damages_copies_only(tmp_path):
+    """Each kind does what it says on the copy; the source snapshot (hard-linked) is untouched."""
+    source = HOSTS / "nvidia_gpu" / "l4-single-pcie"
+
+    def state(root: Path) -> dict:
+        out = {}
+        for p in sorted(root.rglob("*")):
+            st = os.lstat(p)
+            out[str(p.relative_to(root))] = (st.st_mode, os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else None)
+        return out
+
+    before = state(source)
+    targets = targets_of(source)
+    target = next(t for t in targets.files if t.endswith("/vendor"))
+    variants = {v.kind: v for v in make_variants(source, tmp_path / "v", per_kind=1, targets=type(targets)((target,), ()))}
+    assert set(variants) == set(KINDS)
+    get = lambda kind: variants[kind].path / target  # noqa: E731
+    assert not get("missing").exists() and not get("missing").is_symlink()
+    assert get("empty").read_bytes() == b""
+    assert b"\x00" in get("binary").read_bytes()
+    assert get("huge").stat().st_size > 1 << 20
+    assert os.lstat(get("unreadable")).st_mode & 0o777 == 0
+    assert get("loop").is_symlink() and os.readlink(os.path.join(get("loop").parent, os.readlink(get("loop")))) == get("loop").name
+    assert state(source) == before
+    remove_copy(tmp_path / "v")
+    assert not (tmp_path / "v").exists()
