@@ -23,7 +23,16 @@ from .backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities
 from .errors import BackendLoadError
 from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
 
-__all__ = ["ENTRY_POINT_GROUP", "DISABLE_ENV", "BackendSpec", "available_backends", "load_backend", "load_backends"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "DISABLE_ENV",
+    "BackendSpec",
+    "available_backends",
+    "load_backend",
+    "load_backends",
+    "validate_backend_class",
+    "disabled_names",
+]
 
 ENTRY_POINT_GROUP = "ray_accel_ext.backends"
 DISABLE_ENV = "RAY_ACCEL_DISABLE"
