@@ -48,6 +48,28 @@ def load(results: Path) -> tuple[list[dict], dict[str, str], list[str]]:
     return cases, written, missing
 
 
+# Why a damaged file may change the answer without a degraded label. The first that matches wins.
+# "Expected" entries are states a real machine can be in; "Gap" entries are open and named here.
+_EXPLANATIONS = (
+    (":missing:all ", "Expected: every file discovery reads is gone, which is what a host without these devices looks like"),
+    ("missing:rootfs/sys/bus/pci/devices", "Expected: no /sys/bus/pci/devices at all is a host without PCI devices"),
+    ("missing:rootfs/proc/sys/kernel/hostname", "Expected: a host without a hostname file is `localhost` (its own fabric domain)"),
+    ("/numa_node", "Expected: sysfs without numa_node (some VMs) leaves the NUMA label out"),
+    ("kernel/hostname", "Gap (core, location.hostname): an unreadable or binary hostname silently becomes `localhost`; two such hosts would share the single-host fabric domain `localhost`"),
+    ("dmi/id/product_name", "Gap (core, location.dmi): an unreadable DMI product name silently means 'not a cloud VM', so rack/block/cluster labels go"),
+    ("libraries/nvml.json", "Gap (snapshots only, host.library): a recorded NVML file that is a symlink loop reads as 'no NVML'"),
+    ("kfd/topology", "Gap (downstream ray-accel-ext-amd, detect): one unreadable KFD node makes the whole AMD family vanish"),
+)
+
+
+def _explain(case: dict) -> str:
+    text = f"{case['class']}:{case['detail']}"
+    for needle, why in _EXPLANATIONS:
+        if needle in text:
+            return why
+    return "Gap (not yet explained): look at the case"
+
+
 def _fmt_s(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -143,19 +165,16 @@ def render(cases: list[dict], written: dict[str, str], missing: list[str]) -> st
     changed = [c for c in cases if c["outcome"] == "unflagged change"]
     if changed:
         lines += ["## Unflagged changes", "",
-                  "Damage that changed the answer without a degraded label. Each is a file whose absence is a",
-                  "legitimate state of a machine (no hostname file: the host is `localhost`; no PCI directory: the",
-                  "host has no devices) or that only backs an optional hint. Listed so each one is looked at:", ""]
-        seen = set()
+                  "Damage that changed the answer without the degraded label, sorted by why. Counts are cases.", ""]
+        buckets: dict[str, list[dict]] = defaultdict(list)
         for c in changed:
-            key = (c["class"], c["detail"].split(": ", 1)[-1])
-            if key in seen:
-                continue
-            seen.add(key)
-            lines.append(f"- {c['class']}: {c['detail'][:280]}")
-            if len(seen) >= 40:
-                lines.append(f"- ... {len(changed) - 40} more in `artifacts/reliability/corrupt_host.json`")
-                break
+            buckets[_explain(c)].append(c)
+        for why, group in sorted(buckets.items(), key=lambda kv: (kv[0].startswith("Gap"), kv[0])):
+            lines.append(f"- **{why}** ({len(group)}):")
+            for c in group[:6]:
+                lines.append(f"  - {c['class']}: {c['detail'][:200]}")
+            if len(group) > 6:
+                lines.append(f"  - ... {len(group) - 6} more in `artifacts/reliability/{group[0]['module']}.json`")
         lines.append("")
     if ray_start:
         lines += ["## Real `ray start` under faults", "",

@@ -44,6 +44,12 @@ RAY_OWN_LABELS = {"ray.io/node-id", "ray.io/availability-zone", "ray.io/availabi
 _results = Results("hook_ray")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _write_results():
+    yield
+    _results.write()
+
+
 def _faulted_copy(tmp_path, snapshot, kind, fault, name):
     """A copy of ``snapshot`` whose metadata.json serves ``fault`` on every path."""
     import shutil
@@ -139,7 +145,7 @@ def test_ray_start_under_each_fault_class(tmp_path):
                     _results.add(group, fault_class, "degraded" if degraded else "unflagged change",
                                  elapsed_s=None if ms is None else ms / 1000, hang=hang, invalid_labels=len(bad),
                                  budget_s=BUDGET_S,
-                                 detail=f"node up {ready[name]:.1f}s after launch, baseline {base_ready:.1f}s (+{late:.1f}s)")
+                                 detail=f"node up {ready[name]:.1f}s after launch, baseline {base_ready:.1f}s ({late:+.1f}s)")
                     if bad or not degraded or hang or late > BUDGET_S + START_SLACK_S:
                         failures.append(f"{name} ({fault_class}): degraded={degraded} labels {bad} discovery {ms} ms, "
                                         f"up {ready[name]:.1f}s vs baseline {base_ready:.1f}s")
