@@ -142,6 +142,7 @@ class FsHost:
         # Canonical host paths already seen by lstat to be no symlink: later walks through the
         # same directories (every PCI device shares its bridges' path) skip the syscall.
         self._not_links: set[str] = set()
+        self._reads: dict[str, tuple[str | None, int, str | None]] = {}
         self._root_str = "" if str(self.root) == "/" else str(self.root)
         self._lock = threading.Lock()
 
@@ -231,6 +232,26 @@ class FsHost:
     # -- files ---------------------------------------------------------------------------------
 
     def read_optional(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> str | None:
+        # One discovery run reads one point in time: every backend scans the same PCI ids, so a
+        # file is read once per host object and its answer (text, absent, or error) reused.
+        cached = self._reads.get(path)
+        if cached is not None:
+            text, size, error = cached
+            if error is not None:
+                raise HostReadError(path, error)
+            if size > max_bytes:
+                raise HostReadError(path, f"larger than {max_bytes} bytes")
+            return text
+        try:
+            text = self._read_uncached(path, max_bytes)
+        except HostReadError as exc:
+            if not exc.reason.startswith("larger than"):
+                self._reads[path] = (None, 0, exc.reason)
+            raise
+        self._reads[path] = (text, len(text.encode("utf-8")) if text is not None else 0, None)
+        return text
+
+    def _read_uncached(self, path: str, max_bytes: int) -> str | None:
         fs_path = self._real(path)
         try:
             with open(fs_path, "rb") as fh:
