@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import re
 import secrets
-import threading
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .loopback import LoopbackServer
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
@@ -43,7 +44,7 @@ _FIELDS = (
 )
 
 
-class FakeEc2Api:
+class FakeEc2Api(LoopbackServer):
     """EC2 API on 127.0.0.1. ``instances`` maps instance ids to ``DescribeInstanceTopology`` fields
     (``InstanceType``, ``NetworkNodes``, ``CapacityBlockId``, ...)."""
 
@@ -56,50 +57,13 @@ class FakeEc2Api:
         access_key_id: str = FAKE_ACCESS_KEY_ID,
     ) -> None:
         self.instances = {k: dict(v) for k, v in (instances or {}).items()}
-        self.faults = {k: dict(v) for k, v in (faults or {}).items()}
+        super().__init__(faults)
         self.region = region
         self.access_key_id = access_key_id
         self.requests: list[dict[str, list[str]]] = []
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
 
-    # lifecycle ---------------------------------------------------------------------------------
-
-    def start(self) -> "FakeEc2Api":
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                api._handle(self)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True, name="fake-ec2").start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> "FakeEc2Api":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+    name = "ec2"
+    methods = ("POST",)
 
     def env(self) -> dict[str, str]:
         """Variables that point boto3 (through ``ray_accel_ext.aws_topology``) at this fake."""
@@ -131,7 +95,7 @@ class FakeEc2Api:
         )
         self._send(h, status, body)
 
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+    def _handle(self, h: BaseHTTPRequestHandler, method: str = "POST") -> None:
         length = int(h.headers.get("Content-Length") or 0)
         form = parse_qs(h.rfile.read(length).decode("utf-8", "replace"), keep_blank_values=True)
         with self._lock:

@@ -29,11 +29,12 @@ Point clients at them with ``GCE_METADATA_HOST=127.0.0.1:<port>`` and
 from __future__ import annotations
 
 import secrets
-import threading
 import time
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .loopback import LoopbackServer
 
 __all__ = ["FakeGceMetadata", "FakeImds", "MetadataServers", "FAULT_CLASSES", "HTML_ERROR_PAGE"]
 
@@ -65,96 +66,21 @@ FAULT_CLASSES: dict[str, dict[str, Any]] = {
 }
 
 
-class _QuietHTTPServer(ThreadingHTTPServer):
-    """A threading server that does not print a traceback when a client hangs up (clients under
-    test give up on slow answers on purpose)."""
-
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass
-
-
-class _Server:
+class _Server(LoopbackServer):
     flavor = "base"
+    methods = ("GET", "PUT")
 
     def __init__(self, values: Mapping[str, str] | None = None, faults: Mapping[str, Mapping[str, Any]] | None = None):
-        #: seconds between shutdown checks of the serving loop (http.server's default 0.5 s made
-        #: every stop cost half a second)
-        self.poll_interval_s = 0.05
+        super().__init__(faults)
+        self.name = self.flavor
         self.values = dict(values or {})
-        self.faults = {k: dict(v) for k, v in (faults or {}).items()}
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
-        self._fault_hits: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # lifecycle
-    def start(self) -> "_Server":
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
-            def do_GET(self) -> None:
-                server._handle(self, "GET")
-
-            def do_PUT(self) -> None:
-                server._handle(self, "PUT")
-
-        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": self.poll_interval_s},
-            daemon=True, name=f"fake-{self.flavor}",
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return self._httpd.server_address[1]
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     def count(self, path: str | None = None) -> int:
         with self._lock:
             return sum(1 for _, p in self.requests if path is None or p == path)
 
     # request handling
-    def _fault(self, key: str) -> dict[str, Any] | None:
-        fault = self.faults.get(key) or self.faults.get("*")
-        if not fault:
-            return None
-        with self._lock:
-            hits = self._fault_hits.get(key, 0)
-            self._fault_hits[key] = hits + 1
-        times = fault.get("times")
-        if times is not None and hits >= int(times):
-            return None
-        return fault
-
     def _send(self, h: BaseHTTPRequestHandler, status: int, body: str | bytes, headers: Mapping[str, str] | None = None,
               fault: Mapping[str, Any] | None = None) -> None:
         data = body.encode() if isinstance(body, str) else body

@@ -19,80 +19,36 @@ Faults, per request path or ``"*"``, as in :mod:`.fake_metadata`: ``{"status": 4
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .loopback import LoopbackServer
 
 __all__ = ["FakeTpuApi"]
 
 
-class FakeTpuApi:
+class FakeTpuApi(LoopbackServer):
     """The fake server; use as a context manager."""
 
     def __init__(self, nodes: Iterable[Mapping[str, Any]] = (), faults: Mapping[str, Mapping[str, Any]] | None = None):
         self.nodes = {str(n["name"]): dict(n) for n in nodes}
-        self.faults = {k: dict(v) for k, v in (faults or {}).items()}
+        super().__init__(faults)
         self.requests: list[str] = []
-        self._hits: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
 
-    def start(self) -> "FakeTpuApi":
-        """Listen on a free loopback port."""
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                server._handle(self)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True, name="fake-tpu-api").start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; hanging requests are released."""
-        self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> "FakeTpuApi":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    name = "tpu-api"
+    methods = ("GET",)
 
     @property
     def endpoint(self) -> str:
         """``http://127.0.0.1:PORT``, for ``client_options.api_endpoint``."""
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return self.url
 
     def env(self) -> dict[str, str]:
         """The variable that points the TPU backend at this server."""
         return {"RAY_ACCEL_TPU_API_ENDPOINT": self.endpoint}
 
     # -- handling ---------------------------------------------------------------------------------
-
-    def _fault(self, path: str) -> dict[str, Any] | None:
-        fault = self.faults.get(path) or self.faults.get("*")
-        if not fault:
-            return None
-        with self._lock:
-            hits = self._hits.get(path, 0)
-            self._hits[path] = hits + 1
-        if fault.get("times") is not None and hits >= int(fault["times"]):
-            return None
-        return fault
 
     def _send(self, h: BaseHTTPRequestHandler, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
@@ -112,7 +68,7 @@ class FakeTpuApi:
         names = {404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
         return {"error": {"code": code, "message": message, "status": names.get(code, "UNKNOWN")}}
 
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+    def _handle(self, h: BaseHTTPRequestHandler, method: str = "GET") -> None:
         path = h.path.split("?", 1)[0]
         resource = path[len("/v2/"):] if path.startswith("/v2/") else path
         with self._lock:
