@@ -108,7 +108,7 @@ class FakeEc2Api(LoopbackServer):
             self._error(h, 401, "AuthFailure", "The access key ID is not known")
             return
         action = (form.get("Action") or [""])[0]
-        fault = self.faults.get(action) or self.faults.get("*")
+        fault = self._fault(action)
         if fault:
             if fault.get("delay_s"):
                 self._stop.wait(float(fault["delay_s"]))
