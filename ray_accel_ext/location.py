@@ -48,21 +48,32 @@ def cloud_provider(host: Host) -> str | None:
     return None
 
 
-def hostname(host: Host) -> str:
-    """The host's name from ``/proc/sys/kernel/hostname`` (``/etc/hostname`` as fallback)."""
-    for path in ("/proc/sys/kernel/hostname", "/etc/hostname"):
+def hostname(host: Host) -> str | None:
+    """The host's name (``/proc/sys/kernel/hostname``, else ``/etc/hostname``), else its
+    ``/etc/machine-id``; None when none of them is readable."""
+    for path in ("/proc/sys/kernel/hostname", "/etc/hostname", "/etc/machine-id"):
         try:
-            text = host.read_optional(path)
+            text = host.read_optional(path, max_bytes=4096)
         except HostReadError:
             continue
-        if text and text.strip():
+        if text and text.strip() and sanitize_value(text.strip()):
             return text.strip()
-    return "localhost"
+    return None
 
 
-def host_fabric(host: Host) -> Fabric:
-    """The domain of a host that is in no larger fabric: itself."""
-    return Fabric(kind="host", id=sanitize_value(hostname(host)) or "localhost", hosts=1, worker=0)
+def host_fabric(host: Host, problems: list[str] | None = None) -> Fabric:
+    """The domain of a host that is in no larger fabric: itself.
+
+    Without a readable host name the domain id would not be unique (two such hosts would look
+    like one domain to placement), so that is a problem line in ``problems``.
+    """
+    name = hostname(host)
+    if name is None and problems is not None:
+        problems.append(
+            "no readable host name (/proc/sys/kernel/hostname, /etc/hostname, /etc/machine-id): "
+            "this host's fabric domain id 'unknown-host' is not unique"
+        )
+    return Fabric(kind="host", id=sanitize_value(name or "") or "unknown-host", hosts=1, worker=0)
 
 
 def gcp_location(host: Host, problems: list[str]) -> Location:

@@ -159,3 +159,22 @@ def test_recorded_command_and_library(tmp_path):
     assert host.run(["/opt/aws/neuron/bin/neuron-ls", "-j"], timeout_s=1) == "[]"
     assert host.library("nvml", lambda: pytest.fail("a snapshot must not read the live library")) == {"gpus": []}
     assert host.library("other", lambda: pytest.fail("no live reads")) is None
+
+
+def test_host_without_a_name_is_degraded_not_merged(tmp_path):
+    """Two hosts without a readable name must not silently share one fabric domain."""
+    from ray_accel_ext.discovery import discover
+
+    src = Path(__file__).parent / "data/hosts/nvidia_gpu/l4-single-pcie"
+    snap = tmp_path / "l4"
+    shutil.copytree(src, snap, symlinks=True)
+    for rel in ("proc/sys/kernel/hostname", "etc/hostname"):
+        (snap / "rootfs" / rel).unlink(missing_ok=True)
+    inventory = discover(open_host(snap, environ={}))
+    (desc,) = inventory.descriptions
+    assert desc.fabric.id == "unknown-host"
+    assert any("no readable host name" in p for p in desc.problems)
+    (snap / "rootfs/etc").mkdir(exist_ok=True)
+    (snap / "rootfs/etc/machine-id").write_text("4c1f0e2a9b7d4e3f8a6b5c4d3e2f1a0b\n")
+    (desc,) = discover(open_host(snap, environ={})).descriptions
+    assert desc.fabric.id == "4c1f0e2a9b7d4e3f8a6b5c4d3e2f1a0b" and not desc.problems

@@ -458,7 +458,7 @@ def _fabric(host: Host, table: NeuronTable, instance_type: str | None, us: Ultra
             f"{instance_type} is an UltraServer instance but {CLASS_DIR}/server_id_4 gives no server id; "
             "describing the host as its own domain"
         )
-    return dataclasses.replace(host_fabric(host), topology=plane, product=instance_type)
+    return dataclasses.replace(host_fabric(host, problems), topology=plane, product=instance_type)
 
 
 def _with_coords(devices: list[Device], links: tuple[Link, ...], fabric: Fabric) -> list[Device]:

@@ -362,9 +362,9 @@ def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]]
     if attached and len(cliques) > 1:
         shown = ", ".join(sorted(c or "none" for c in cliques))
         problems.append(f"GPUs of this node disagree on their NVLink clique ({shown}); no NVLink domain published")
-        return host_fabric(host)
+        return host_fabric(host, problems)
     if not attached:
-        return host_fabric(host)
+        return host_fabric(host, problems)
     domain_gpus = entry.get("nvlink_domain_gpus")
     hosts = max(1, domain_gpus // len(gpus)) if domain_gpus and gpus else 1
     return Fabric(kind="nvlink-domain", id=cliques.pop(), hosts=hosts, worker=0)
