@@ -50,6 +50,10 @@ DEFAULT_BUDGET_S = 3.0
 MAX_READ_BYTES = 1 << 20
 _FIRST_READ_BYTES = 8192
 _MAX_LINK_HOPS = 40
+# Placed by `ray-accel record` in directories that are empty on the host: git keeps no empty
+# directory, and a missing one reads differently (a NIC's net/<ifname>, say). Snapshot hosts
+# do not list it.
+KEEP_MARKER = ".rayaccel-keep"
 
 # Variables taken from the real process even when the host is a snapshot: they say how to reach
 # the (fake or real) metadata servers and how to run discovery, not what the machine is.
@@ -312,7 +316,10 @@ class FsHost:
     def listdir(self, path: str) -> list[str]:
         fs_path = self._real(path)
         try:
-            return sorted(os.listdir(fs_path))
+            names = os.listdir(fs_path)
+            if KEEP_MARKER in names and self.snapshot_dir is not None:
+                names.remove(KEEP_MARKER)
+            return sorted(names)
         except (FileNotFoundError, NotADirectoryError):
             return []
         except PermissionError:

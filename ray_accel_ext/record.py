@@ -326,6 +326,7 @@ class RecordingHost:
                 copier.replicate(path.rstrip("/") + "/" + name, content=False)
         for path in sorted(paths, key=lambda p: paths[p]):  # bare entries first, content last
             copier.replicate(path, content=paths[path])
+        _keep_empty_directories(rootfs)
 
         env, env_secrets = self.env.recorded()
         (out / "env.json").write_text(json.dumps(env, indent=2, sort_keys=True) + "\n")
@@ -514,3 +515,12 @@ def record(host: FsHost, outdir: str | os.PathLike[str], *, command: list[str] |
     summary["golden"] = golden
     summary["degraded"] = inventory.degraded
     return summary
+
+
+def _keep_empty_directories(rootfs: Path) -> None:
+    """Put the keep marker in every empty directory, so the snapshot survives a git commit."""
+    from .host import KEEP_MARKER
+
+    for dirpath, dirnames, filenames in os.walk(rootfs):
+        if not dirnames and not filenames:
+            (Path(dirpath) / KEEP_MARKER).write_text("")

@@ -53,6 +53,8 @@ def test_recording_gives_the_same_description(snapshot, tmp_path, monkeypatch, c
     # the recording's own golden is the live run's result
     assert _comparable(json.loads((out / "expected.json").read_text())) == original
     assert (out / "README.md").read_text().startswith("# Recorded host:")
+    # git keeps no empty directory: every directory of a recording holds something
+    assert not [p for p in (out / "rootfs").rglob("*") if p.is_dir() and not p.is_symlink() and not any(p.iterdir())]
 
 
 @pytest.mark.parametrize("snapshot", SNAPSHOTS[:1], ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -42,3 +42,9 @@ def test_snapshot_matches_golden(snapshot, capsys, monkeypatch):
 def test_every_backend_has_snapshots():
     backends = {p.parent.name for p in SNAPSHOTS}
     assert "nvidia_gpu" in backends, backends
+
+
+def test_snapshots_have_no_empty_directories():
+    """Git does not keep empty directories: a snapshot relying on one differs in a fresh clone."""
+    empty = [str(p.relative_to(HOSTS)) for s in SNAPSHOTS for p in s.rglob("*") if p.is_dir() and not p.is_symlink() and not any(p.iterdir())]
+    assert not empty, f"empty directories (put a real sysfs attribute file in them): {empty[:5]}"

@@ -81,7 +81,8 @@ class Tree:
         self.link(f"{ibdir}/device", "../../../" + bdf)
         self.write(f"{ibdir}/ports/1/link_layer", f"{layer}\n")
         self.write(f"{ibdir}/ports/1/rate", f"{rate}\n")
-        (self.root / f"{nic_path}/net/{netdev}".lstrip("/")).mkdir(parents=True, exist_ok=True)
+        # A netdev directory always holds attributes; one of them also keeps the directory in git.
+        self.write(f"{nic_path}/net/{netdev}/operstate", "up\n")
         self.link(f"/sys/class/infiniband/{name}", "../../devices/" + ibdir[len("/sys/devices/"):])
 
     def hostname(self, name: str) -> None:
