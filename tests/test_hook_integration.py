@@ -157,3 +157,33 @@ def test_ray_params_merge_keeps_user_values():
 def test_node_spec_never_raises_on_a_bad_root(tmp_path):
     spec = node_spec(tmp_path / "does-not-exist")
     assert spec.labels["rayaccel.io/discovery"] == "degraded"
+
+
+def test_init_wrapper_starts_a_local_cluster_with_the_nodes_labels():
+    """``ray_accel_ext.init()`` in place of ``ray.init()``: a fresh driver process on the snapshot."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    temp_dir = tempfile.mkdtemp(prefix="rainit", dir="/tmp")  # short: Ray's socket paths max 107 bytes
+    code = (
+        "import json, ray, ray_accel_ext\n"
+        "ray_accel_ext.init(address='local', num_cpus=1, include_dashboard=False, resources={'mine': 1},"
+        " _temp_dir=%r)\n"
+        "node = ray.nodes()[0]\n"
+        "print(json.dumps({'resources': node['Resources'], 'labels': node['Labels']}))\n"
+        "ray.shutdown()\n"
+    ) % temp_dir
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_ACCEL"))}
+    env.update({"RAY_ACCEL_ROOT": str(H100), "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"})
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    node = json.loads(out.stdout.strip().splitlines()[-1])
+    assert node["resources"]["GPU"] == 8 and node["resources"]["mine"] == 1
+    assert node["resources"]["accelerator_type:H100"] == 1
+    assert node["labels"]["rayaccel.io/sku"] == "h100-sxm5-80gb"
+    assert node["labels"]["ray.io/accelerator-type"] == "H100"
