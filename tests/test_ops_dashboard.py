@@ -72,8 +72,7 @@ def _parse(html: str) -> _Dom:
 
 @pytest.fixture(scope="module")
 def cluster():
-    if len(SNAPSHOTS) < 4:
-        pytest.skip(f"needs the TPU v6e and GB200/H100 snapshots; found {[s.name for s in SNAPSHOTS]}")
+    assert len(SNAPSHOTS) >= 4, f"needs the TPU v6e and GB200/H100 snapshots; found {[s.name for s in SNAPSHOTS]}"
     from ray_accel_ext.testing.cluster import SimulatedCluster
 
     with SimulatedCluster() as c:

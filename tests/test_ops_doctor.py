@@ -29,8 +29,7 @@ V5E = HOSTS / "tpu" / "gce-v5litepod-8-single-host"
 
 def _need(*snapshots: Path) -> None:
     missing = [s.name for s in snapshots if not s.is_dir()]
-    if missing:
-        pytest.skip(f"snapshot(s) not present yet: {missing}")
+    assert not missing, f"snapshot(s) missing: {missing}"
 
 
 def _copy(snapshot: Path, tmp_path: Path) -> Path:

@@ -1,7 +1,7 @@
 """Build the TPU host snapshots in this folder (the generated trees are committed too).
 
 Each snapshot is a synthetic but rule-consistent machine: PCI ids, device nodes, VFIO/IOMMU
-layout, GKE variables and GCE metadata formats from ``/work/shared/reference/hardware.md``
+layout, GKE variables and GCE metadata formats from the team reference ``reference/hardware.md``
 sections 1.4, 2.7, 4.1-4.3, 8.2, 8.3. Only the files discovery (ours and Ray 2.60's TPU manager)
 reads are written. Run ``python tests/data/hosts/tpu/build_snapshots.py`` then review and
 ``python -m ray_accel_ext.testing.snapshots --update tests/data/hosts/tpu``.
