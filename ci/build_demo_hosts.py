@@ -23,6 +23,8 @@ DEMO_NODES = (
     ("h100-dgx", "nvidia_gpu/h100-sxm-8gpu-dgx"),
     ("gb200-tray", "nvidia_gpu/gb200-nvl72-tray"),
     ("l4-pcie", "nvidia_gpu/l4-single-pcie"),
+    ("tpu7x-gke", "tpu/gke-tpu7x-4chip-single-host"),
+    ("trn2", "neuron/trn2-48xlarge"),
 )
 
 

@@ -40,8 +40,11 @@ def test_demo_runs_end_to_end_and_places_by_label():
     assert nodes["h100-dgx"]["resources"]["GPU"] == 8
     assert nodes["gb200-tray"]["labels"]["ray.io/gpu-domain"] == nodes["gb200-tray"]["labels"]["rayaccel.io/fabric-domain"]
     assert all(n["labels"]["rayaccel.io/discovery"] == "ok" for n in nodes.values())
-    gpu_task = report["placements"][0]
-    assert gpu_task["node"] == "h100-dgx"
-    cuda = [int(x) for x in gpu_task["details"]["CUDA_VISIBLE_DEVICES (set by Ray)"].split(",")]
+    tasks = {p["node"]: p for p in report["placements"] if "details" in p}
+    cuda = [int(x) for x in tasks["h100-dgx"]["details"]["CUDA_VISIBLE_DEVICES (set by Ray)"].split(",")]
     assert len(set(cuda)) == 2 and all(0 <= i < 8 for i in cuda)
+    assert len(tasks["tpu7x-gke"]["details"]["TPU_VISIBLE_CHIPS (set by Ray)"].split(",")) == 4
+    assert len(tasks["trn2"]["details"]["NEURON_RT_VISIBLE_CORES (set by Ray)"].split(",")) == 4
+    assert tasks["trn2"]["details"]["NCCL env"] == "FI_PROVIDER=efa"
+    assert nodes["tpu7x-gke"]["labels"]["ray.io/tpu-pod-type"] == "v7x-8"
     assert "[1/4]" in out.stderr  # progress goes to stderr in json mode

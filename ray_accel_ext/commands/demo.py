@@ -3,8 +3,9 @@
 Each node is a real ``ray start`` with ``RAY_START_HOOK=ray_accel_ext.ray_hook.start_hook`` and
 ``RAY_ACCEL_ROOT`` pointing at a host snapshot bundled with the package (or given with
 ``--snapshots``). The demo prints every node's accelerator resources and labels, then places work
-by label: a 2-GPU task on the H100 node (showing the CUDA_VISIBLE_DEVICES Ray set and the task's
-NUMA CPUs and nearest NICs), and one task per fabric domain.
+by label: one task per accelerator family (2 GPUs, 4 TPU chips, 4 NeuronCores), each showing the
+visible-devices variable Ray set and the task's devices, NUMA CPUs and nearest NICs, and one task
+per multi-host fabric domain.
 """
 
 from __future__ import annotations
@@ -117,17 +118,17 @@ def _place(ray, nodes: list[dict]) -> list[dict]:
     names = {n["node_id"]: n["name"] for n in nodes}
 
     @ray.remote(num_cpus=0)
-    def where(use_worker_api: bool):
+    def where(variable: str | None):
         import os
 
         out = {"node": ray.get_runtime_context().get_node_id()}
-        if use_worker_api:
+        if variable:
             from ray_accel_ext.pci import format_cpulist
             from ray_accel_ext.worker import my_devices
 
             topo = my_devices()
             out["details"] = {
-                "CUDA_VISIBLE_DEVICES (set by Ray)": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                f"{variable} (set by Ray)": os.environ.get(variable),
                 "devices": ", ".join(f"{d.index}@{d.pci_address}" for d in topo.devices),
                 "NUMA CPUs": format_cpulist(topo.cpus),
                 "nearest NICs": ", ".join(n.name for n in topo.nics) or "-",
@@ -136,17 +137,25 @@ def _place(ray, nodes: list[dict]) -> list[dict]:
         return out
 
     placements = []
-    gpu_nodes = [n for n in nodes if n["resources"].get("GPU", 0) >= 2 and n["labels"].get("rayaccel.io/sku")]
-    if gpu_nodes:
-        sku = gpu_nodes[0]["labels"]["rayaccel.io/sku"]
+    by_resource = (
+        ("GPU", "num_gpus", 2, "CUDA_VISIBLE_DEVICES"),
+        ("TPU", "TPU", 4, "TPU_VISIBLE_CHIPS"),
+        ("neuron_cores", "neuron_cores", 4, "NEURON_RT_VISIBLE_CORES"),
+    )
+    for resource, option, amount, variable in by_resource:
+        node = next((n for n in nodes if n["resources"].get(resource, 0) >= amount and n["labels"].get("rayaccel.io/sku")), None)
+        if node is None:
+            continue
+        sku = node["labels"]["rayaccel.io/sku"]
         selector = {"rayaccel.io/sku": sku}
-        got = ray.get(where.options(num_gpus=2, label_selector=selector).remote(True), timeout=120)
-        placements.append({"what": f"a 2-GPU task on a {sku} node", "selector": selector,
+        opts = {"num_gpus": amount} if option == "num_gpus" else {"resources": {option: amount}}
+        got = ray.get(where.options(label_selector=selector, **opts).remote(variable), timeout=120)
+        placements.append({"what": f"a task asking {resource}={amount} on a {sku} node", "selector": selector,
                            "node": names.get(got["node"], got["node"]), "details": got.get("details", {})})
     domains = sorted({n["labels"]["rayaccel.io/fabric-domain"] for n in nodes if n["labels"].get("rayaccel.io/fabric-hosts", "1") != "1"})
     for domain in domains:
         selector = {"rayaccel.io/fabric-domain": domain}
-        got = ray.get(where.options(label_selector=selector).remote(False), timeout=120)
+        got = ray.get(where.options(label_selector=selector).remote(None), timeout=120)
         placements.append({"what": "a task inside one multi-host fabric domain", "selector": selector,
                            "node": names.get(got["node"], got["node"])})
     return placements
