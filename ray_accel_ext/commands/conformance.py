@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..conformance.checklist import ITEMS
-from ..conformance.report import REPORT_ENV
-from ..conformance.settings import ENV
+from ..conformance.settings import ENV, REPORT_ENV
 from ._common import add_format_option, print_json, table
 
 
@@ -89,6 +88,12 @@ def checklist(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("pytest") is None:
+        print("ray-accel conformance: the suite runs under pytest, which is not installed "
+              "(pip install 'ray-accel-ext[test]' or pip install pytest)", file=sys.stderr)
+        return 2
     code, results, output = run_suite(args)
     items = checklist(results)
     ok = code == 0 and bool(results)

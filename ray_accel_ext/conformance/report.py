@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-REPORT_ENV = "RAY_ACCEL_CONFORMANCE_REPORT"
+from .settings import REPORT_ENV
 _RESULTS = pytest.StashKey[dict]()
 
 

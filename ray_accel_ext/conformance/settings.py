@@ -34,7 +34,10 @@ from ..host import is_snapshot_dir
 from ..registry import BackendSpec, available_backends, load_backend
 from ..testing.snapshots import snapshot_dirs
 
-__all__ = ["ENV", "OPTIONS", "SuiteConfig", "Snapshot", "resolve", "parse_xfails", "REFERENCE_SNAPSHOTS"]
+__all__ = ["ENV", "REPORT_ENV", "OPTIONS", "SuiteConfig", "Snapshot", "resolve", "parse_xfails", "REFERENCE_SNAPSHOTS"]
+
+# Where a run writes its per-test results (JSON) for `ray-accel conformance`.
+REPORT_ENV = "RAY_ACCEL_CONFORMANCE_REPORT"
 
 ENV = {
     "backend": "RAY_ACCEL_CONFORMANCE_BACKEND",
