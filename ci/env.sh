@@ -10,13 +10,14 @@ VENV=.venv
 STAMP="$VENV/.installed-$EXTRAS"
 want="$(sha256sum pyproject.toml | cut -c1-16)-$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "== creating $VENV with $($PY --version)"
+  echo "== creating $VENV with $($PY --version)" >&2
   "$PY" -m venv "$VENV"
 fi
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
-  echo "== installing ray-accel-ext[$EXTRAS] into $VENV (first run downloads Ray, about 1-2 minutes)"
-  "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
-  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[$EXTRAS]"
+  echo "== installing ray-accel-ext[$EXTRAS] into $VENV (first run downloads Ray, about 1-2 minutes)" >&2
+  # Everything the set-up prints goes to stderr: stdout stays the command's own output (JSON).
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[$EXTRAS]" >&2
   echo "$want" > "$STAMP"
 fi
 export PATH="$PWD/$VENV/bin:$PATH"
