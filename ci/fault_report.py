@@ -53,9 +53,8 @@ def load(results: Path) -> tuple[list[dict], dict[str, str], list[str]]:
 _EXPLANATIONS = (
     (":missing:all ", "Expected: every file discovery reads is gone, which is what a host without these devices looks like"),
     ("missing:rootfs/sys/bus/pci/devices", "Expected: no /sys/bus/pci/devices at all is a host without PCI devices"),
-    ("missing:rootfs/proc/sys/kernel/hostname", "Expected: a host without a hostname file is `localhost` (its own fabric domain)"),
     ("/numa_node", "Expected: sysfs without numa_node (some VMs) leaves the NUMA label out"),
-    ("kernel/hostname", "Gap (core, location.hostname): an unreadable or binary hostname silently becomes `localhost`; two such hosts would share the single-host fabric domain `localhost`"),
+    ("kernel/hostname", "Expected: without /proc/sys/kernel/hostname the host is named by /etc/hostname or /etc/machine-id (a host with none of them is degraded)"),
     ("dmi/id/product_name", "Gap (core, location.dmi): an unreadable DMI product name silently means 'not a cloud VM', so rack/block/cluster labels go"),
     ("libraries/nvml.json", "Gap (snapshots only, host.library): a recorded NVML file that is a symlink loop reads as 'no NVML'"),
     ("kfd/topology", "Gap (downstream ray-accel-ext-amd, detect): one unreadable KFD node makes the whole AMD family vanish"),
