@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
-import urllib.request
 
 import pytest
 
@@ -26,6 +24,7 @@ from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve, res
 from ray_accel_ext.telemetry import TELEMETRY_LOGGER  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
+from ray_accel_ext.testing.metrics import scrape_metrics  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -223,20 +222,6 @@ def test_twenty_concurrent_requests_with_short_deadline_fail_clearly(cluster):
     assert claims_snapshot() == {}
 
 
-def _scrape(pattern):
-    found = []
-    for n in ray.nodes():
-        port = n.get("MetricsExportPort")
-        if not n["Alive"] or not port:
-            continue
-        try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        except OSError:
-            continue
-        found += [line for line in text.splitlines() if re.match(pattern, line)]
-    return found
-
-
 def test_placement_metrics_reach_rays_prometheus_export(cluster):
     """Ray's metrics agent exports what ray.util.metrics recorded (flushed every few seconds)."""
     reserve_domain("fabric", hosts=1, selector=GB200, deadline_s=30).release()
@@ -245,9 +230,9 @@ def test_placement_metrics_reach_rays_prometheus_export(cluster):
     deadline = time.monotonic() + 60
     counters = waits = nodes = []
     while time.monotonic() < deadline:
-        counters = _scrape(r"ray_rayaccel_placements(_total)?\{")
-        waits = _scrape(r"ray_rayaccel_placement_wait_seconds_count\{")
-        nodes = _scrape(r"ray_rayaccel_nodes\{")
+        counters = scrape_metrics(r"ray_rayaccel_placements(_total)?\{")
+        waits = scrape_metrics(r"ray_rayaccel_placement_wait_seconds_count\{")
+        nodes = scrape_metrics(r"ray_rayaccel_nodes\{")
         if counters and waits and nodes and any('outcome="failed"' in c for c in counters):
             break
         time.sleep(2)

@@ -14,7 +14,6 @@ import re
 import socket
 import sys
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -26,6 +25,7 @@ serve = pytest.importorskip("ray.serve")
 from ray_accel_ext.placement import claims_snapshot, reserve_domain  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
+from ray_accel_ext.testing.metrics import scrape_metrics  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -62,18 +62,9 @@ def cluster(tmp_path_factory):
 
 def _serve_counts():
     totals = Counter()
-    for n in ray.nodes():
-        port = n.get("MetricsExportPort")
-        if not n["Alive"] or not port:
-            continue
-        try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if re.match(r"ray_rayaccel_serve_requests(_total)?\{", line):
-                route = re.search(r'route="([^"]+)"', line).group(1)
-                totals[route] += float(line.rsplit(" ", 1)[1])
+    for line in scrape_metrics(r"ray_rayaccel_serve_requests(_total)?\{"):
+        route = re.search(r'route="([^"]+)"', line).group(1)
+        totals[route] += float(line.rsplit(" ", 1)[1])
     return totals
 
 

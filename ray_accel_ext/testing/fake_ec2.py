@@ -110,11 +110,7 @@ class FakeEc2Api(LoopbackServer):
         action = (form.get("Action") or [""])[0]
         fault = self._fault(action)
         if fault:
-            if fault.get("delay_s"):
-                self._stop.wait(float(fault["delay_s"]))
-            if fault.get("hang"):
-                self._stop.wait(600)
-                h.close_connection = True
+            if self._delay_or_hang(h, fault):
                 return
             if fault.get("status"):
                 self._error(h, int(fault["status"]), str(fault.get("code", "InternalError")), "injected fault")

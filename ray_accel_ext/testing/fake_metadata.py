@@ -113,11 +113,7 @@ class _Server(LoopbackServer):
         """Apply a fault; True when the request has been fully handled by it."""
         if not fault:
             return False
-        if fault.get("delay_s"):
-            self._stop.wait(float(fault["delay_s"]))
-        if fault.get("hang"):
-            self._stop.wait(600)
-            h.close_connection = True
+        if self._delay_or_hang(h, fault):
             return True
         if fault.get("reset"):
             h.close_connection = True

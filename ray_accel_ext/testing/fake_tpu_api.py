@@ -75,11 +75,7 @@ class FakeTpuApi(LoopbackServer):
             self.requests.append(resource)
         fault = self._fault(resource)
         if fault:
-            if fault.get("delay_s"):
-                self._stop.wait(float(fault["delay_s"]))
-            if fault.get("hang"):
-                self._stop.wait(600)
-                h.close_connection = True
+            if self._delay_or_hang(h, fault):
                 return
             if fault.get("status"):
                 headers = {"Retry-After": str(fault["retry_after"])} if fault.get("retry_after") is not None else {}

@@ -101,5 +101,15 @@ class LoopbackServer:
             return None
         return fault
 
+    def _delay_or_hang(self, h: BaseHTTPRequestHandler, fault: Mapping[str, Any]) -> bool:
+        """Apply ``delay_s`` and ``hang``; True when the request is used up (it hung until stop)."""
+        if fault.get("delay_s"):
+            self._stop.wait(float(fault["delay_s"]))
+        if fault.get("hang"):
+            self._stop.wait(600)
+            h.close_connection = True
+            return True
+        return False
+
     def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
