@@ -4,7 +4,7 @@
 
 Cluster: a head (no accelerators) and two TPU v6e 4x4 slices of four hosts each, every node a real
 ``ray start`` through the start hook from a copy of the GKE v6e 4x4 worker snapshot with its own
-``TPU_NAME``/``TPU_WORKER_ID`` (``ray_accel_ext.testing.domains.tpu_slice``). Prints:
+``TPU_NAME``/``TPU_WORKER_ID`` (``tests.support.domains.tpu_slice``). Prints:
 
 1. time to ready for a whole v6e 4x4 slice: ``placement.reserve`` against Ray's alpha
    ``ray.util.tpu.slice_placement_group(topology="4x4", accelerator_version="v6e")``, interleaved,
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ray_accel_ext.compat import require_tested_ray
 from ray_accel_ext.placement import DomainRequest, choose_domain, reserve
-from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, tpu_slice
+from tests.support.domains import SNAPSHOTS, add_in_batches, tpu_slice
 
 FABRIC = "rayaccel.io/fabric-domain"
 SLICE = DomainRequest(selector={"ray.io/accelerator-type": "TPU-V6E", "ray.io/tpu-topology": "4x4"},

@@ -11,7 +11,7 @@ stand for a real metadata server:
   ``physical_host_topology`` for the location labels);
 * Ray: ``ResourceAndLabelSpec.resolve()`` with Ray's own ``TPUAcceleratorManager``, its file
   reads and hard-coded metadata URL pointed at the same snapshot and fake
-  (``ray_accel_ext.testing.ray_tpu``).
+  (``tests.support.ray_tpu``).
 
 Then the hanging server (``gce-v6e-4-metadata-timeout``): ours returns within its budget; Ray's
 calls carry no timeout, so it is given ``--hang-wait`` seconds and reported as still blocked.
@@ -65,7 +65,7 @@ def _ours(snapshot: Path, gce) -> float:
 
 
 def _ray(snapshot: Path, gce) -> float:
-    from ray_accel_ext.testing.ray_tpu import ray_tpu_node_spec
+    from tests.support.ray_tpu import ray_tpu_node_spec
 
     started = time.perf_counter()
     out = ray_tpu_node_spec(snapshot, f"http://{gce.address}")
@@ -93,7 +93,7 @@ def _measure(fn, snapshot: Path, latency_s: float, starts: int) -> tuple[float, 
 
 def _hang(hang_wait_s: float) -> tuple[float, str]:
     from ray_accel_ext.testing.fake_metadata import FakeGceMetadata
-    from ray_accel_ext.testing.ray_tpu import ray_tpu_node_spec
+    from tests.support.ray_tpu import ray_tpu_node_spec
 
     spec = json.loads((HANG_SNAPSHOT / "metadata.json").read_text())
     with FakeGceMetadata(spec["gce"], spec["gce_faults"]) as gce:

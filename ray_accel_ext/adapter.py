@@ -23,17 +23,25 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_key, is_valid_value, key_prefix, sanitize_value
+from . import labels as L
+from .labels import (
+    PROJECT_PREFIX,
+    RAY_PREFIX,
+    is_valid_key,
+    is_valid_value,
+    key_prefix,
+    ray_tpu_pod_type,
+    sanitize_value,
+)
 from .model import SCHEMA_VERSION, NodeDescription, NodeInventory
 
-__all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "label_key", "GPUDIRECT_PATHS"]
+__all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "GPUDIRECT_PATHS"]
 
 # A device "has GPUDirect" when its nearest NIC sits behind the same PCIe switch.
 GPUDIRECT_PATHS = ("PIX", "PXB")
@@ -43,14 +51,6 @@ _GIB = 1 << 30
 # start, so a name from outside text (a TPU slice named by metadata) never becomes one of them.
 _RAY_RESOURCE_NAMES = frozenset({"CPU", "GPU", "memory", "object_store_memory", "TPU", "neuron_cores"})
 _RAY_RESOURCE_PREFIXES = ("node:", "accelerator_type:")
-# Ray 2.60 TPUAcceleratorManager.is_valid_tpu_accelerator_type.
-_RAY_POD_TYPE_RE = re.compile(r"^(v|tpu)\d+[a-zA-Z]*-\d+$")
-
-
-def label_key(name: str) -> str:
-    return f"{PROJECT_PREFIX}/{name}"
-
-
 @dataclass(frozen=True)
 class RayNodeSpec:
     """What a node hands Ray: resources (``GPU`` included) and labels."""
@@ -104,34 +104,30 @@ def _num(value: float) -> float | int:
 
 def degraded_spec(reason: str | None = None) -> RayNodeSpec:
     """The spec of a node whose discovery failed entirely: schema and ``discovery=degraded``."""
-    return RayNodeSpec(labels={label_key("schema"): str(SCHEMA_VERSION), label_key("discovery"): "degraded"})
-
-
-def _primary(descs: tuple[NodeDescription, ...]) -> NodeDescription:
-    return sorted(descs, key=lambda d: (-len(d.devices), d.backend))[0]
+    return RayNodeSpec(labels={L.SCHEMA: str(SCHEMA_VERSION), L.DISCOVERY: "degraded"})
 
 
 def to_ray_node(inventory: NodeInventory) -> RayNodeSpec:
     """Resources and labels for a node with ``inventory``."""
     resources: dict[str, float] = {}
     labels: dict[str, str] = {
-        label_key("schema"): str(SCHEMA_VERSION),
-        label_key("discovery"): "degraded" if inventory.degraded else "ok",
+        L.SCHEMA: str(SCHEMA_VERSION),
+        L.DISCOVERY: "degraded" if inventory.degraded else "ok",
     }
     descs = inventory.descriptions
     if not descs:
-        labels[label_key("count")] = "0"
+        labels[L.COUNT] = "0"
         return RayNodeSpec(resources=resources, labels=labels)
 
     for desc in descs:
         _add_resources(desc, resources)
-    primary = _primary(descs)
-    _add(labels, label_key("families"), ".".join(sorted(d.backend for d in descs)))
+    primary = inventory.primary
+    _add(labels, L.FAMILIES, ".".join(sorted(d.backend for d in descs)))
     _add_family_labels(primary, labels)
     for desc in descs:
         if desc is not primary:
-            _add(labels, label_key(f"{desc.backend.replace('_', '-')}-sku"), desc.sku.name)
-            _add(labels, label_key(f"{desc.backend.replace('_', '-')}-count"), str(len(desc.devices)))
+            _add(labels, L.family_key(desc.backend, "sku"), desc.sku.name)
+            _add(labels, L.family_key(desc.backend, "count"), str(len(desc.devices)))
     return RayNodeSpec(resources=resources, labels=labels)
 
 
@@ -164,43 +160,43 @@ def _add_resources(desc: NodeDescription, resources: dict[str, float]) -> None:
 def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
     sku = desc.sku
     if sku.ray_accelerator_type:
-        _add(labels, f"{RAY_PREFIX}/accelerator-type", sku.ray_accelerator_type)
-    _add(labels, label_key("vendor"), sku.vendor)
-    _add(labels, label_key("sku"), sku.name)
-    _add(labels, label_key("generation"), sku.generation)
-    _add(labels, label_key("count"), str(len(desc.devices)))
+        _add(labels, L.ACCELERATOR_TYPE, sku.ray_accelerator_type)
+    _add(labels, L.VENDOR, sku.vendor)
+    _add(labels, L.SKU, sku.name)
+    _add(labels, L.GENERATION, sku.generation)
+    _add(labels, L.COUNT, str(len(desc.devices)))
     memory = sku.memory_bytes or next((d.memory_bytes for d in desc.devices if d.memory_bytes), None)
     if memory:
-        _add(labels, label_key("memory-gib"), str(round(memory / _GIB)))
-    _add(labels, label_key("interconnect"), desc.interconnect)
+        _add(labels, L.MEMORY_GIB, str(round(memory / _GIB)))
+    _add(labels, L.INTERCONNECT, desc.interconnect)
 
     fabric = desc.fabric
     if fabric is not None:
-        _add(labels, label_key("fabric-domain"), fabric.id)
-        _add(labels, label_key("fabric-hosts"), str(fabric.hosts))
-        _add(labels, label_key("fabric-worker"), str(fabric.worker))
-        _add(labels, label_key("fabric-topology"), fabric.topology)
+        _add(labels, L.FABRIC_DOMAIN, fabric.id)
+        _add(labels, L.FABRIC_HOSTS, str(fabric.hosts))
+        _add(labels, L.FABRIC_WORKER, str(fabric.worker))
+        _add(labels, L.FABRIC_TOPOLOGY, fabric.topology)
         if fabric.kind == "nvlink-domain" and desc.resource_name == "GPU":
-            _add(labels, f"{RAY_PREFIX}/gpu-domain", fabric.id)
+            _add(labels, L.GPU_DOMAIN, fabric.id)
     if desc.resource_name == "TPU":
         for key, value in _tpu_labels(desc).items():
             _add(labels, key, value)
 
     loc = desc.location
-    _add(labels, label_key("cluster"), loc.cluster)
-    _add(labels, label_key("block"), loc.block)
-    _add(labels, label_key("rack"), loc.rack)
+    _add(labels, L.CLUSTER, loc.cluster)
+    _add(labels, L.BLOCK, loc.block)
+    _add(labels, L.RACK, loc.rack)
 
     numa = {d.numa_node for d in desc.devices if d.numa_node is not None}
     if numa:
-        _add(labels, label_key("numa-nodes"), str(len(numa)))
-    _add(labels, label_key("rdma-nics"), str(len(desc.nics)))
+        _add(labels, L.NUMA_NODES, str(len(numa)))
+    _add(labels, L.RDMA_NICS, str(len(desc.nics)))
     # Omitted when no device knows its nearest NIC (affinity unknown, e.g. Neuron without neuron-ls).
     if desc.nics and any(d.nics for d in desc.devices):
         direct = bool(desc.devices) and all(
             any(n.path in GPUDIRECT_PATHS for n in d.nics) for d in desc.devices
         )
-        _add(labels, label_key("gpudirect"), "true" if direct else "false")
+        _add(labels, L.GPUDIRECT, "true" if direct else "false")
 
     for key, value in desc.attributes.items():
         # Backend attributes never write Ray's or the schema's keys (the registry refuses those
@@ -212,32 +208,20 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
 # -- TPU: Ray 2.60's TPUAcceleratorManager names (reference/ray-2.60.md section 5) ---------------
 
 
-def ray_tpu_pod_type(product: str | None) -> str | None:
-    """Ray's pod type for an accelerator-type string, or None where Ray would have none.
-
-    Ray 2.60 accepts the string only if it matches ``^(v|tpu)\\d+[a-zA-Z]*-\\d+$`` and then
-    lower-cases it and writes a ``tpu``/``tpu-`` prefix as ``v`` (``tpu7x-8`` -> ``v7x-8``;
-    ``TPUAcceleratorManager.get_current_node_tpu_pod_type`` and ``normalize_tpu_accelerator_type``).
-    """
-    if not product or not _RAY_POD_TYPE_RE.match(product):
-        return None
-    return re.sub(r"^tpu-?v?", "v", product.strip().lower())
-
-
 def _tpu_labels(desc: NodeDescription) -> dict[str, str]:
     """``ray.io/tpu-*`` labels, as ``TPUAcceleratorManager.get_current_node_accelerator_labels``."""
     fabric = desc.fabric
     if fabric is None or fabric.kind != "tpu-slice":
         return {}
     out = {
-        f"{RAY_PREFIX}/tpu-slice-name": fabric.id,
-        f"{RAY_PREFIX}/tpu-worker-id": str(fabric.worker),
+        L.TPU_SLICE_NAME: fabric.id,
+        L.TPU_WORKER_ID: str(fabric.worker),
     }
     if fabric.topology:
-        out[f"{RAY_PREFIX}/tpu-topology"] = fabric.topology.strip().lower()
+        out[L.TPU_TOPOLOGY] = fabric.topology.strip().lower()
     pod_type = ray_tpu_pod_type(fabric.product)
     if pod_type:
-        out[f"{RAY_PREFIX}/tpu-pod-type"] = pod_type
+        out[L.TPU_POD_TYPE] = pod_type
     return out
 
 

@@ -19,6 +19,10 @@ Contract (checked by the conformance suite, ``pytest --pyargs ray_accel_ext.conf
   when nothing at all can be described.
 * Network access (cloud metadata, provider APIs) only through ``host.metadata`` and only when
   ``capabilities.uses_network`` is declared.
+
+What a backend knows about its hardware it *declares* as class attributes (:class:`PciId`,
+driver paths, the visible-devices variable), so ``ray-accel doctor``, the health monitors and the
+node-start capping ask the registry and hold no vendor table of their own.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .host import Host
+from .hw.pci import PciId
 from .model import Device, NodeDescription
 
-__all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Capabilities", "AcceleratorBackend"]
+__all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Capabilities", "PciId", "AcceleratorBackend"]
 
 API_VERSION = 1
 SUPPORTED_API_VERSIONS = frozenset({1})
@@ -77,7 +82,16 @@ class AcceleratorBackend(abc.ABC):
         api_version: the version of this contract the backend was written for.
         capabilities: what the backend promises (see :class:`Capabilities`).
         visible_devices_env_var: the variable that restricts a process to some devices
-            (``CUDA_VISIBLE_DEVICES``), when the family has one.
+            (``CUDA_VISIBLE_DEVICES``), when the family has one. At node start, a count above
+            what it lists is cut to it (Ray refuses to start such a node).
+        node_start_env_vars: every variable that caps the device count at node start (Ray's own
+            manager for the resource reads them and refuses a node whose count exceeds what one
+            lists); empty means just ``visible_devices_env_var``.
+        family: a human name for the family (``NVIDIA GPU``).
+        pci_ids: the PCI functions that are this family's devices (:class:`PciId`); ``doctor``
+            and the health monitors find the family on the bus with them.
+        driver_paths: paths that exist when the family's kernel driver is loaded.
+        driver_hint: what to do when none of ``driver_paths`` exists.
     """
 
     name: ClassVar[str]
@@ -86,6 +100,11 @@ class AcceleratorBackend(abc.ABC):
     api_version: ClassVar[int] = API_VERSION
     capabilities: ClassVar[Capabilities] = Capabilities()
     visible_devices_env_var: ClassVar[str | None] = None
+    node_start_env_vars: ClassVar[tuple[str, ...]] = ()
+    family: ClassVar[str] = ""
+    pci_ids: ClassVar[tuple[PciId, ...]] = ()
+    driver_paths: ClassVar[tuple[str, ...]] = ()
+    driver_hint: ClassVar[str] = ""
 
     @abc.abstractmethod
     def detect(self, host: Host) -> bool:

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from .backend import AcceleratorBackend
 from .errors import BackendLoadError, DescriptionError, HostReadError
 from .host import Host, host_from_env
+from .hw.pci import BDF_RE, PCI_DEVICES
 from .labels import key_prefix
 from .model import NodeDescription, NodeInventory, Problem
-from .pci import BDF_RE, PCI_DEVICES
 from .redact import redact
 from .registry import load_backends
 

@@ -20,6 +20,7 @@ Every error has ``to_dict()`` so telemetry and ``ray-accel doctor`` can report i
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = [
     "RayAccelError",
@@ -27,9 +28,13 @@ __all__ = [
     "HostReadError",
     "CommandError",
     "ProviderError",
+    "ProviderTimeout",
+    "ProviderRateLimited",
+    "ProviderServerError",
     "MetadataTimeout",
     "MetadataRateLimited",
     "MetadataServerError",
+    "ClusterUnreachable",
     "SchedulingError",
     "NoDomainAvailable",
     "WouldSplitDomain",
@@ -115,17 +120,44 @@ class ProviderError(RayAccelError):
         self.retry_after_s = retry_after_s
         self.attempts = attempts
 
+    def reason(self, *, request: bool = True) -> str:
+        """``<Class>: <message>`` for a problem line, with the server's address cut out (it holds a
+        per-run port in tests and says nothing an operator needs). ``request=False`` also drops a
+        leading ``GET <url>: `` where the caller names the keys itself."""
+        message = self.message
+        if self.endpoint and not request:
+            for method in ("GET ", "PUT "):
+                if message.startswith(f"{method}{self.endpoint}: "):
+                    message = message[len(method) + len(self.endpoint) + 2 :]
+        if self.endpoint:
+            parts = urlsplit(self.endpoint)
+            if parts.scheme and parts.netloc:
+                message = message.replace(f"{parts.scheme}://{parts.netloc}", "")
+        return f"{type(self).__name__}: {message}"
 
-class MetadataTimeout(ProviderError):
-    """No answer within the per-call timeout or the discovery budget."""
+
+class ProviderTimeout(ProviderError):
+    """A provider API (EC2 ``DescribeInstanceTopology``, Cloud TPU API) did not answer in time."""
 
 
-class MetadataRateLimited(ProviderError):
-    """HTTP 429; ``retry_after_s`` holds the server's ``Retry-After`` when it sent one."""
+class ProviderRateLimited(ProviderError):
+    """A provider API throttled the call (HTTP 429, ``RequestLimitExceeded``)."""
 
 
-class MetadataServerError(ProviderError):
-    """HTTP 5xx, a refused token, a reset connection, or a malformed answer."""
+class ProviderServerError(ProviderError):
+    """A provider API refused the call, failed (5xx), or could not be reached."""
+
+
+class MetadataTimeout(ProviderTimeout):
+    """No answer from a metadata server within the per-call timeout or the discovery budget."""
+
+
+class MetadataRateLimited(ProviderRateLimited):
+    """HTTP 429 from a metadata server; ``retry_after_s`` holds its ``Retry-After`` when sent."""
+
+
+class MetadataServerError(ProviderServerError):
+    """HTTP 5xx, a refused token, a reset connection, or a malformed metadata answer."""
 
 
 # -- scheduling ---------------------------------------------------------------------------------
@@ -165,6 +197,12 @@ class WouldSplitDomain(SchedulingError):
 
 
 # -- runtime ------------------------------------------------------------------------------------
+
+
+class ClusterUnreachable(RayAccelError):
+    """No Ray cluster answered at the given address."""
+
+    layer = "runtime"
 
 
 class RuntimeTopologyError(RayAccelError):

@@ -1,4 +1,6 @@
-"""Label key and value syntax, as Ray's selectors accept them, and sanitising of outside text.
+"""Label schema version 1: every key the project publishes or reads, the placement levels, Ray's
+TPU pod-type rule, label key and value syntax as Ray's selectors accept them, and sanitising of
+outside text. A new label key is added here and nowhere else (``docs/architecture.md``).
 
 Ray stores label values it cannot select on (``ray.init(labels=...)`` does not validate), so we
 check everything we emit against the selector rules (``ray/_private/label_utils.py``): a value is
@@ -10,10 +12,18 @@ rule.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 
 __all__ = [
     "RAY_PREFIX",
     "PROJECT_PREFIX",
+    "SCHEMA_KEYS",
+    "LEVELS",
+    "project_key",
+    "family_key",
+    "ray_tpu_pod_type",
+    "normalize_tpu_type",
     "is_valid_value",
     "is_valid_key",
     "is_valid_prefix",
@@ -23,6 +33,80 @@ __all__ = [
 
 RAY_PREFIX = "ray.io"
 PROJECT_PREFIX = "rayaccel.io"
+
+
+def project_key(name: str) -> str:
+    """``rayaccel.io/<name>``."""
+    return f"{PROJECT_PREFIX}/{name}"
+
+
+def family_key(backend: str, name: str) -> str:
+    """A secondary family's key, ``rayaccel.io/<backend>-<name>`` (``nvidia-gpu-sku``)."""
+    return project_key(f"{backend.replace('_', '-')}-{name}")
+
+
+# -- keys Ray defines (reference/ray-2.60.md sections 4 and 5) -------------------------------------
+NODE_ID = f"{RAY_PREFIX}/node-id"  # Ray's own, on every node
+ACCELERATOR_TYPE = f"{RAY_PREFIX}/accelerator-type"
+TPU_SLICE_NAME = f"{RAY_PREFIX}/tpu-slice-name"
+TPU_WORKER_ID = f"{RAY_PREFIX}/tpu-worker-id"
+TPU_TOPOLOGY = f"{RAY_PREFIX}/tpu-topology"
+TPU_POD_TYPE = f"{RAY_PREFIX}/tpu-pod-type"
+GPU_DOMAIN = f"{RAY_PREFIX}/gpu-domain"
+
+# -- the project's keys (DESIGN section 4) ---------------------------------------------------------
+SCHEMA = project_key("schema")
+DISCOVERY = project_key("discovery")
+FAMILIES = project_key("families")
+VENDOR = project_key("vendor")
+SKU = project_key("sku")
+GENERATION = project_key("generation")
+COUNT = project_key("count")
+MEMORY_GIB = project_key("memory-gib")
+INTERCONNECT = project_key("interconnect")
+FABRIC_DOMAIN = project_key("fabric-domain")
+FABRIC_HOSTS = project_key("fabric-hosts")
+FABRIC_WORKER = project_key("fabric-worker")
+FABRIC_TOPOLOGY = project_key("fabric-topology")
+CLUSTER = project_key("cluster")
+BLOCK = project_key("block")
+RACK = project_key("rack")
+NUMA_NODES = project_key("numa-nodes")
+RDMA_NICS = project_key("rdma-nics")
+GPUDIRECT = project_key("gpudirect")
+
+SCHEMA_KEYS = (
+    ACCELERATOR_TYPE, TPU_SLICE_NAME, TPU_WORKER_ID, TPU_TOPOLOGY, TPU_POD_TYPE, GPU_DOMAIN,
+    SCHEMA, DISCOVERY, FAMILIES, VENDOR, SKU, GENERATION, COUNT, MEMORY_GIB, INTERCONNECT,
+    FABRIC_DOMAIN, FABRIC_HOSTS, FABRIC_WORKER, FABRIC_TOPOLOGY, CLUSTER, BLOCK, RACK,
+    NUMA_NODES, RDMA_NICS, GPUDIRECT,
+)
+
+# Placement levels: a domain is the set of nodes sharing one value of the level's key.
+LEVELS: Mapping[str, str] = MappingProxyType({"fabric": FABRIC_DOMAIN, "rack": RACK, "block": BLOCK})
+
+# Ray 2.60 TPUAcceleratorManager.is_valid_tpu_accelerator_type
+# (ray-project/ray python/ray/_private/accelerators/tpu.py).
+_RAY_POD_TYPE_RE = re.compile(r"^(v|tpu)\d+[a-zA-Z]*-\d+$")
+
+
+def normalize_tpu_type(text: str) -> str:
+    """Ray 2.60's ``normalize_tpu_accelerator_type``: lower-cased, a ``tpu``/``tpu-`` prefix
+    written ``v`` (``TPU7x-8`` -> ``v7x-8``)."""
+    return re.sub(r"^tpu-?v?", "v", text.strip().lower())
+
+
+def ray_tpu_pod_type(product: str | None) -> str | None:
+    """Ray's pod type for an accelerator-type string, or None where Ray would have none.
+
+    Ray 2.60 accepts the string only if it matches ``^(v|tpu)\\d+[a-zA-Z]*-\\d+$``
+    (``TPUAcceleratorManager.get_current_node_tpu_pod_type``) and then normalises it
+    (:func:`normalize_tpu_type`).
+    """
+    if not product or not _RAY_POD_TYPE_RE.match(product):
+        return None
+    return normalize_tpu_type(product)
+
 
 _VALUE_RE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
 _DNS_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"

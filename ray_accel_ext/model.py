@@ -299,6 +299,14 @@ class NodeInventory(_Value):
     elapsed_s: float = 0.0
 
     @property
+    def primary(self) -> NodeDescription | None:
+        """The family the schema labels describe: the one with the most devices, ties broken by
+        backend name; None on a node without accelerators. The one rule for "primary"."""
+        if not self.descriptions:
+            return None
+        return min(self.descriptions, key=lambda d: (-len(d.devices), d.backend))
+
+    @property
     def degraded(self) -> bool:
         return bool(self.problems) or any(d.degraded for d in self.descriptions)
 

@@ -22,6 +22,7 @@ from .adapter import RayNodeSpec, degraded_spec, to_ray_node
 from .compat import is_tested_ray, ray_version, tested_range_text
 from .discovery import discover
 from .host import host_from_env, open_host
+from .labels import DISCOVERY
 from .telemetry import discovery_event
 
 __all__ = ["start_hook", "init", "node_spec", "cap_to_visible", "merge_into_params", "merge_into_init_kwargs"]
@@ -134,7 +135,7 @@ def start_hook(ray_params: Any, head: bool) -> None:
             "head" if head else "worker",
             dict(spec.resources),
             len(spec.labels),
-            spec.labels.get("rayaccel.io/discovery"),
+            spec.labels.get(DISCOVERY),
         )
     except Exception as exc:  # noqa: BLE001
         log.error("ray_accel_ext start hook failed; node starts without accelerator labels: %s", exc)

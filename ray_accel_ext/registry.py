@@ -8,6 +8,10 @@ Rules (see ``reference/model-codebases.md`` section 4.4):
   Ray's or ours; the error names the distribution and version;
 * two distributions offering the same name is an error, never first-wins;
 * ``RAY_ACCEL_DISABLE=name,name`` switches backends off (like ``pytest -p no:name``).
+
+The registry also answers "which families exist and how are they recognised" (:func:`families`):
+from each installed backend's declarations, plus :data:`KNOWN_FAMILIES` (what to install for a
+family whose backend is missing), so ``doctor`` and the health monitors hold no vendor table.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 
-from .backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities
+from .backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
 from .errors import BackendLoadError
 from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
 
@@ -32,12 +36,50 @@ __all__ = [
     "load_backends",
     "validate_backend_class",
     "disabled_names",
+    "backend_classes",
+    "families",
+    "family_of_pci",
+    "FamilyInfo",
+    "KNOWN_FAMILIES",
 ]
 
 ENTRY_POINT_GROUP = "ray_accel_ext.backends"
 DISABLE_ENV = "RAY_ACCEL_DISABLE"
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _RESOURCE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class FamilyInfo:
+    """An accelerator family: its backend, how its devices are recognised, what provides it."""
+
+    backend: str
+    family: str
+    provided_by: str
+    pci_ids: tuple[PciId, ...] = ()
+    driver_paths: tuple[str, ...] = ()
+    driver_hint: str = ""
+    installed: bool = False
+
+
+# Families by backend name, with the package (or extra) that provides each. In-tree backends take
+# their recognition data from their own declarations; a family whose backend ships as a separate
+# package carries it here, so `doctor` can say what to install before the backend is there.
+KNOWN_FAMILIES: Mapping[str, FamilyInfo] = {
+    "nvidia_gpu": FamilyInfo("nvidia_gpu", "NVIDIA GPU", "ray-accel-ext[nvidia]"),
+    "tpu": FamilyInfo("tpu", "Google TPU", "ray-accel-ext[gcp]"),
+    "neuron": FamilyInfo("neuron", "AWS Neuron", "ray-accel-ext[aws]"),
+    "amd_gpu": FamilyInfo(
+        "amd_gpu",
+        "AMD Instinct GPU",
+        "ray-accel-ext-amd",
+        # AMD display (0x0380) / processing-accelerator (0x1200) / 3D (0x0302) functions, as
+        # ROCm's KFD exposes Instinct parts (pci.ids vendor 1002).
+        pci_ids=(PciId("0x1002", classes=("0x0380", "0x1200", "0x0302")),),
+        driver_paths=("/dev/kfd",),
+        driver_hint="AMD Instinct GPUs are on the PCI bus but /dev/kfd does not exist: load the amdgpu driver (ROCm)",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -164,3 +206,57 @@ def load_backends(
         if missing and on_error is None:
             raise BackendLoadError(f"no backend installed under the name(s) {sorted(missing)}")
     return backends
+
+
+def backend_classes(env: Mapping[str, str] | None = None) -> dict[str, type[AcceleratorBackend]]:
+    """The class of every enabled, loadable backend by name; one that fails to import is left out
+    (``load_backends`` is what reports it)."""
+    disabled = disabled_names(env)
+    out: dict[str, type[AcceleratorBackend]] = {}
+    try:
+        specs = available_backends()
+    except BackendLoadError:
+        return out
+    for spec in specs:
+        if spec.name in disabled:
+            continue
+        module_name, _, attr = spec.value.partition(":")
+        try:
+            obj = importlib.import_module(module_name)
+            for part in attr.split(".") if attr else []:
+                obj = getattr(obj, part)
+            validate_backend_class(obj, spec.name)
+        except Exception:  # noqa: BLE001 - reported by load_backends on the discovery path
+            continue
+        out[spec.name] = obj
+    return out
+
+
+def families(env: Mapping[str, str] | None = None) -> list[FamilyInfo]:
+    """Every family this node could have: installed backends (from their declarations) and the
+    :data:`KNOWN_FAMILIES` whose backend is not installed, sorted by backend name."""
+    out: dict[str, FamilyInfo] = {}
+    for name, cls in backend_classes(env).items():
+        known = KNOWN_FAMILIES.get(name)
+        out[name] = FamilyInfo(
+            backend=name,
+            family=cls.family or (known.family if known else name),
+            provided_by=known.provided_by if known else "its vendor's package",
+            pci_ids=tuple(cls.pci_ids) or (known.pci_ids if known else ()),
+            driver_paths=tuple(cls.driver_paths) or (known.driver_paths if known else ()),
+            driver_hint=cls.driver_hint or (known.driver_hint if known else ""),
+            installed=True,
+        )
+    for name, known in KNOWN_FAMILIES.items():
+        out.setdefault(name, known)
+    return [out[k] for k in sorted(out)]
+
+
+def family_of_pci(
+    vendor: str | None, device: str | None, pci_class: str | None, known: Iterable[FamilyInfo]
+) -> FamilyInfo | None:
+    """The family whose declared PCI ids match a function, or None."""
+    for fam in known:
+        if any(m.matches(vendor, device, pci_class) for m in fam.pci_ids):
+            return fam
+    return None

@@ -23,6 +23,16 @@ import threading
 import time
 from typing import Any
 
+from .labels import (
+    DISCOVERY,
+    FABRIC_DOMAIN,
+    FABRIC_HOSTS,
+    FABRIC_TOPOLOGY,
+    GENERATION,
+    TPU_TOPOLOGY,
+    VENDOR,
+)
+
 __all__ = [
     "emit",
     "discovery_event",
@@ -47,7 +57,7 @@ def emit(event: str, **fields: Any) -> dict[str, Any]:
 
 def discovery_event(inventory, spec) -> dict[str, Any]:
     """The node-discovery event: what was found, how long it took, and why it is degraded."""
-    primary = inventory.descriptions[0] if inventory.descriptions else None
+    primary = inventory.primary
     return emit(
         "discovery",
         outcome="degraded" if inventory.degraded else "ok",
@@ -55,9 +65,9 @@ def discovery_event(inventory, spec) -> dict[str, Any]:
         families=[d.backend for d in inventory.descriptions],
         generation=primary.sku.generation if primary else None,
         devices=sum(len(d.devices) for d in inventory.descriptions),
-        fabric_domain=spec.labels.get("rayaccel.io/fabric-domain"),
-        fabric_hosts=spec.labels.get("rayaccel.io/fabric-hosts"),
-        topology=spec.labels.get("rayaccel.io/fabric-topology"),
+        fabric_domain=spec.labels.get(FABRIC_DOMAIN),
+        fabric_hosts=spec.labels.get(FABRIC_HOSTS),
+        topology=spec.labels.get(FABRIC_TOPOLOGY),
         reasons=inventory.reasons(),
     )
 
@@ -154,10 +164,10 @@ def inventory_metrics(nodes) -> dict[tuple[str, str, str, str], int]:
                 continue
             labels = node.get("Labels") or {}
         key = (
-            _tag(labels.get("rayaccel.io/generation")),
-            _tag(labels.get("rayaccel.io/fabric-topology") or labels.get("ray.io/tpu-topology")),
-            _tag(labels.get("rayaccel.io/discovery")),
-            _tag(labels.get("rayaccel.io/vendor")),
+            _tag(labels.get(GENERATION)),
+            _tag(labels.get(FABRIC_TOPOLOGY) or labels.get(TPU_TOPOLOGY)),
+            _tag(labels.get(DISCOVERY)),
+            _tag(labels.get(VENDOR)),
         )
         counts[key] = counts.get(key, 0) + 1
     m = metrics()

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ray_accel_ext.cli import main
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.conformance.settings import ENV, REFERENCE_SNAPSHOTS
 
 pytest_plugins = ["pytester"]

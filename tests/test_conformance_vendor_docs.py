@@ -69,7 +69,7 @@ def test_vendor_example_checklist_table(acme_project):
     setup = script.split("\npytest --pyargs")[0]
     subprocess.run(["bash", "-e", "-c", setup], cwd=project, env=env, check=True, capture_output=True, timeout=300)
     proc = subprocess.run(
-        [sys.executable, "-m", "ray_accel_ext.cli", "conformance", "acme_npu", "--snapshots", "tests/hosts"],
+        [sys.executable, "-m", "ray_accel_ext.tools.cli", "conformance", "acme_npu", "--snapshots", "tests/hosts"],
         cwd=project, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

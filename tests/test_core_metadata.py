@@ -8,7 +8,7 @@ import pytest
 
 from ray_accel_ext.errors import MetadataRateLimited, MetadataServerError, MetadataTimeout
 from ray_accel_ext.host import Deadline
-from ray_accel_ext.metadata import MetadataClient
+from ray_accel_ext.host.metadata import MetadataClient
 from ray_accel_ext.testing.fake_metadata import FakeGceMetadata, FakeImds
 
 KEY = "instance/attributes/accelerator-type"

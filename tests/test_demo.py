@@ -30,7 +30,7 @@ def test_bundled_snapshots_match_the_tested_ones():
 @pytest.mark.ray
 def test_demo_runs_end_to_end_and_places_by_label():
     out = subprocess.run(
-        [sys.executable, "-m", "ray_accel_ext.cli", "demo", "--format", "json"],
+        [sys.executable, "-m", "ray_accel_ext.tools.cli", "demo", "--format", "json"],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )
     assert out.returncode == 0, out.stderr[-3000:]

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from ray_accel_ext.aws_topology import InstanceTopology
-from ray_accel_ext.cli import main
+from ray_accel_ext.hw.aws_topology import InstanceTopology
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.testing.fake_ec2 import FakeEc2Api
 from ray_accel_ext.testing.snapshots import serve_snapshot
 
@@ -87,9 +87,9 @@ def test_instance_not_listed_yet_is_unknown_not_an_error(snap, capsys, monkeypat
 
 
 @pytest.mark.parametrize("fault, reason", [
-    ({"status": 403, "code": "UnauthorizedOperation"}, "MetadataServerError: DescribeInstanceTopology: UnauthorizedOperation"),
-    ({"status": 503, "code": "RequestLimitExceeded"}, "MetadataRateLimited: DescribeInstanceTopology: RequestLimitExceeded"),
-    ({"hang": True}, "MetadataTimeout: DescribeInstanceTopology: no answer"),
+    ({"status": 403, "code": "UnauthorizedOperation"}, "ProviderServerError: DescribeInstanceTopology: UnauthorizedOperation"),
+    ({"status": 503, "code": "RequestLimitExceeded"}, "ProviderRateLimited: DescribeInstanceTopology: RequestLimitExceeded"),
+    ({"hang": True}, "ProviderTimeout: DescribeInstanceTopology: no answer"),
 ])
 def test_api_errors_degrade_within_bounds(snap, capsys, monkeypatch, no_profile, fault, reason):
     with FakeEc2Api(TOPOLOGY, {"DescribeInstanceTopology": fault}) as api:
@@ -141,6 +141,6 @@ def test_a_slow_lookup_is_abandoned_before_the_budget_ends(snap, capsys, monkeyp
     assert out["problems"] == []  # the backend finished: only the lookup was given up
     (desc,) = out["descriptions"]
     assert desc["resource_quantity"] == 64
-    assert any(p.startswith(("DescribeInstanceTopology", "MetadataTimeout: DescribeInstanceTopology"))
+    assert any(p.startswith(("DescribeInstanceTopology", "ProviderTimeout: DescribeInstanceTopology"))
                for p in desc["problems"]), desc["problems"]
     assert elapsed < 8.0

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from ray_accel_ext.backends.neuron import NEURON_LS_TIMEOUT_S, NeuronBackend
-from ray_accel_ext.cli import main
+from ray_accel_ext.backends.neuron.backend import NEURON_LS_TIMEOUT_S, NeuronBackend
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.testing.snapshots import run_snapshot, serve_snapshot
 from ray_accel_ext.worker import topology_for
 
@@ -113,7 +113,7 @@ def test_neuron_ls_timeout_is_bounded_by_the_budget():
 
 def _run_unprivileged(snap):
     """The CLI in a process that cannot bypass file modes (root without CAP_DAC_*), or None."""
-    argv = [sys.executable, "-m", "ray_accel_ext.cli", "discover", "--root", str(snap), "--format", "json"]
+    argv = [sys.executable, "-m", "ray_accel_ext.tools.cli", "discover", "--root", str(snap), "--format", "json"]
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
         if setpriv is None:

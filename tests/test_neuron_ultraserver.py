@@ -4,7 +4,7 @@ placement group packed on that label lands inside it.
 A standalone trn2.48xlarge head (its own one-host domain, also 64 NeuronCores) makes packing
 matter: without the domain constraint five 64-core bundles fit on the cluster, with it they do not,
 and four land exactly on the UltraServer. Nodes 0, 2 and 3 are derived from the shipped node-1
-snapshot by ``ray_accel_ext.testing.neuron_hosts.ultraserver_node``.
+snapshot by ``tests.support.neuron_hosts.ultraserver_node``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group  # noqa: E402
 
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
-from ray_accel_ext.testing.neuron_hosts import ultraserver_node  # noqa: E402
+from tests.support.neuron_hosts import ultraserver_node  # noqa: E402
 
 from .conftest import HOSTS  # noqa: E402
 

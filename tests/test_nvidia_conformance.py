@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from ray_accel_ext.backends.nvidia_gpu import NvidiaGPUBackend
+from ray_accel_ext.backends.nvidia_gpu.backend import NvidiaGPUBackend
 from ray_accel_ext.conformance.base import (
     BaseAdapterTests,
     BaseDescriptionTests,

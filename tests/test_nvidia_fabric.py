@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_accel_ext.cli import main
+from ray_accel_ext.tools.cli import main
 
 HOSTS = Path(__file__).parent / "data" / "hosts" / "nvidia_gpu"
 CLIQUE = "b9e3c1a2-5d4f-4a6b-8c7d-1e2f3a4b5c6d.32766"

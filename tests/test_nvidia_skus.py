@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ray_accel_ext.backends.nvidia_gpu import NvidiaGPUBackend, sku_for, sku_table
-from ray_accel_ext.cli import main
+from ray_accel_ext.backends.nvidia_gpu.backend import NvidiaGPUBackend, sku_for, sku_table
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.registry import load_backends
 
 HOSTS = Path(__file__).parent / "data" / "hosts" / "nvidia_gpu"

@@ -11,8 +11,8 @@ import pytest
 from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import open_host
 from ray_accel_ext.model import PATH_CLASSES
-from ray_accel_ext.nics import path_class
-from ray_accel_ext.pci import format_cpulist, read_function
+from ray_accel_ext.hw.nics import path_class
+from ray_accel_ext.hw.pci import format_cpulist, read_function
 
 SNAPSHOT = Path(__file__).parent / "data" / "hosts" / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from ray_accel_ext.cli import main
-from ray_accel_ext.dashboard import DashboardServer, render_page
+from ray_accel_ext.tools.cli import main
+from ray_accel_ext.cluster.dashboard import DashboardServer, render_page
 
 from .conftest import HOSTS
 from .ops.chromium import chromium_path, dump_dom, screenshot
@@ -118,8 +118,8 @@ def test_cluster_command_groups_full_descriptions_by_domain(cluster, capsys):
 
 @pytest.mark.ray
 def test_health_mark_reaches_inventory_and_dashboard(cluster, capsys):
-    from ray_accel_ext.health import report_state
-    from ray_accel_ext.inventory import gather
+    from ray_accel_ext.cluster.health import report_state
+    from ray_accel_ext.cluster.inventory import gather
 
     node_id = next(n.node_id for n in cluster.nodes if n.name == H100.name)
     reason = "accelerator 0000:1a:00.0 (0x10de:0x2330) disappeared after the node started"
@@ -136,7 +136,7 @@ def test_dashboard_page_in_chromium(cluster):
     if chromium_path() is None:
         # ci/test.sh installs it; in CI its absence is a failure, elsewhere a stated skip.
         (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("chromium not installed (apt-get install -y chromium)")
-    from ray_accel_ext.inventory import InventoryCollector
+    from ray_accel_ext.cluster.inventory import InventoryCollector
 
     collector = InventoryCollector()
     with DashboardServer(lambda: collector.gather().to_dict(), refresh_s=0.5) as server:
@@ -178,7 +178,7 @@ def test_dashboard_page_in_chromium(cluster):
 
 @pytest.mark.ray
 def test_dashboard_markup_is_accessible_and_offline(cluster):
-    from ray_accel_ext.inventory import gather
+    from ray_accel_ext.cluster.inventory import gather
 
     html = render_page(gather().to_dict())
     dom = _parse(html)
@@ -212,7 +212,7 @@ def test_health_monitors_run_on_every_node(cluster, capsys):
     assert set(marks) == alive
     # pyudev reads this machine's real /sys (it cannot use a snapshot root): no accelerators here
     assert {m["status"] for m in marks.values()} == {"ok"}
-    from ray_accel_ext.inventory import gather
+    from ray_accel_ext.cluster.inventory import gather
 
     inv = gather()
     assert all(n.health and n.health["status"] == "ok" and not n.degraded for n in inv.nodes if n.node_id in alive

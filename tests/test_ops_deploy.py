@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ray_accel_ext.backends.tpu_topology import slice_shape
+from ray_accel_ext.backends.tpu.topology import slice_shape
 from ray_accel_ext.compat import TESTED_RAY_VERSIONS
 from ray_accel_ext.ray_hook import start_hook
 from ray_accel_ext.registry import available_backends
@@ -134,7 +134,7 @@ def test_trainium_requests_every_device_of_the_instance():
 
     from importlib import resources
 
-    table = json.loads(resources.files("ray_accel_ext").joinpath("skus/neuron.json").read_text())["instance_types"]
+    table = json.loads(resources.files("ray_accel_ext.backends.neuron").joinpath("skus.json").read_text())["instance_types"]
     doc = _load(DEPLOY / "trainium.yaml")
     workers = [pod for name, _, pod in _pods(doc) if name != "head"]
     for pod in workers:

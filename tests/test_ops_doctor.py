@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_accel_ext.cli import main
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.testing.snapshots import serve_snapshot
 
 from .conftest import HOSTS

@@ -6,7 +6,7 @@ probe task's result; the multi-node path through real Ray is in tests/test_ops_d
 
 from __future__ import annotations
 
-from ray_accel_ext.inventory import assemble
+from ray_accel_ext.cluster.inventory import assemble
 from ray_accel_ext.model import Device, Fabric, NodeDescription, NodeInventory, Sku
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ray_accel_ext.cli import main
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.host import open_host
-from ray_accel_ext.record import record
+from ray_accel_ext.tools.record import record
 from ray_accel_ext.testing.snapshots import golden_of, run_snapshot, serve_snapshot, snapshot_dirs
 
 from .conftest import HOSTS
@@ -95,7 +95,7 @@ def test_secrets_never_reach_the_recording(tmp_path):
     }
     (snap / "env.json").write_text(json.dumps({**secrets, "CUDA_VISIBLE_DEVICES": "0"}))
     host = open_host(snap, environ={})
-    from ray_accel_ext.record import RecordingHost
+    from ray_accel_ext.host.recording import RecordingHost
 
     rec = RecordingHost(host)
     for name in [*secrets, "CUDA_VISIBLE_DEVICES", "NOT_SET"]:
@@ -112,7 +112,7 @@ def test_secrets_never_reach_the_recording(tmp_path):
 
 
 def test_metadata_tokens_and_credential_lines_are_dropped(tmp_path):
-    from ray_accel_ext.record import RecordingMetadata
+    from ray_accel_ext.host.recording import RecordingMetadata
 
     class Client:
         def gce(self, path):

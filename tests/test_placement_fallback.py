@@ -17,13 +17,13 @@ ray = pytest.importorskip("ray")
 from ray_accel_ext.errors import NoDomainAvailable, WouldSplitDomain  # noqa: E402
 from ray_accel_ext.placement import DomainRequest, reserve, reserve_domain  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
-from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain, tpu_slice  # noqa: E402
+from tests.support.domains import SNAPSHOTS, add_in_batches, gb200_domain, tpu_slice  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
 FABRIC = "rayaccel.io/fabric-domain"
 TRN2U = SNAPSHOTS / "neuron" / "trn2u-48xlarge-node1"
-HAVE_ULTRASERVER = TRN2U.is_dir() and importlib.util.find_spec("ray_accel_ext.testing.neuron_hosts") is not None
+HAVE_ULTRASERVER = TRN2U.is_dir() and importlib.util.find_spec("tests.support.neuron_hosts") is not None
 
 V6E_SLICE = DomainRequest(selector={"ray.io/accelerator-type": "TPU-V6E", "ray.io/tpu-topology": "4x4"},
                           complete=True, name="v6e-4x4-slice")
@@ -42,7 +42,7 @@ def cluster(tmp_path_factory):
     specs = [(s, {"name": s.name}) for s in tpu_slice(snaps, "slice-a", 4)]
     specs += [(s, {"name": s.name}) for s in gb200_domain(snaps, 21, trays=2)]
     if HAVE_ULTRASERVER:
-        from ray_accel_ext.testing.neuron_hosts import ultraserver_node
+        from tests.support.neuron_hosts import ultraserver_node
 
         specs.append((ultraserver_node(TRN2U, snaps / "trn2u-n0", 0), {"name": "trn2u-n0"}))
         specs.append((TRN2U, {"name": "trn2u-n1"}))

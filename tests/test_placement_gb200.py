@@ -23,8 +23,8 @@ from ray_accel_ext.errors import NoDomainAvailable, WouldSplitDomain  # noqa: E4
 from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve, reserve_domain  # noqa: E402
 from ray_accel_ext.telemetry import TELEMETRY_LOGGER  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
-from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
-from ray_accel_ext.testing.metrics import scrape_metrics  # noqa: E402
+from tests.support.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
+from tests.support.metrics import scrape_metrics  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

@@ -24,8 +24,8 @@ serve = pytest.importorskip("ray.serve")
 
 from ray_accel_ext.placement import claims_snapshot, reserve_domain  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
-from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
-from ray_accel_ext.testing.metrics import scrape_metrics  # noqa: E402
+from tests.support.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
+from tests.support.metrics import scrape_metrics  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

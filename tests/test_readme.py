@@ -34,7 +34,7 @@ def test_cli_works_without_test_dependencies():
         "import sys\n"
         "for name in ('pytest', 'hypothesis', 'yaml', '_pytest'):\n"
         "    sys.modules[name] = None  # importing them now raises ImportError\n"
-        "from ray_accel_ext.cli import main\n"
+        "from ray_accel_ext.tools.cli import main\n"
         "sys.exit(main(['ray-args', '--root', sys.argv[1], '--format', 'flags']))\n"
     )
     snapshot = REPO / "tests/data/hosts/nvidia_gpu/l4-single-pcie"

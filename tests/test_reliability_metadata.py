@@ -19,7 +19,7 @@ from ray._private.parameter import RayParams
 
 from ray_accel_ext.errors import ProviderError
 from ray_accel_ext.host import Deadline
-from ray_accel_ext.metadata import MetadataClient
+from ray_accel_ext.host.metadata import MetadataClient
 from ray_accel_ext.ray_hook import start_hook
 from ray_accel_ext.testing.fake_metadata import FAULT_CLASSES, FakeGceMetadata, FakeImds, MetadataServers
 from ray_accel_ext.testing.snapshots import metadata_spec

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from ray._private.parameter import RayParams
 
 from ray_accel_ext.adapter import to_ray_node
-from ray_accel_ext.backends import _nvml
-from ray_accel_ext.backends._neuron_read import parse_core_list, parse_neuron_ls
-from ray_accel_ext.backends.tpu import parse_tpu_env
-from ray_accel_ext.backends.tpu_topology import (
+from ray_accel_ext.backends.nvidia_gpu import nvml as _nvml
+from ray_accel_ext.backends.neuron.read import parse_core_list, parse_neuron_ls
+from ray_accel_ext.backends.tpu.backend import parse_tpu_env
+from ray_accel_ext.backends.tpu.topology import (
     GENERATIONS,
     parse_accelerator_type,
     parse_topology,
@@ -36,7 +36,7 @@ from ray_accel_ext.errors import HostReadError, TopologyStringError
 from ray_accel_ext.host import open_host
 from ray_accel_ext.labels import sanitize_value
 from ray_accel_ext.model import Device, Fabric, Link, Location, Nic, NicPath, NodeDescription, NodeInventory, Problem, Sku
-from ray_accel_ext.pci import BDF_RE, MAX_CPUS, format_cpulist, parse_cpulist, parse_hex_id
+from ray_accel_ext.hw.pci import BDF_RE, MAX_CPUS, format_cpulist, parse_cpulist, parse_hex_id
 from ray_accel_ext.ray_hook import merge_into_params
 
 from ._reliability import Results, label_errors

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ray_accel_ext.cli import main
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.testing.snapshots import load_expected, serve_snapshot, snapshot_dirs
 
 from .conftest import HOSTS

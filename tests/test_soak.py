@@ -138,7 +138,7 @@ def test_soak_concurrent_placements(tmp_path):
     from ray_accel_ext.errors import SchedulingError
     from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve
     from ray_accel_ext.testing.cluster import SimulatedCluster
-    from ray_accel_ext.testing.domains import add_in_batches, gb200_domain
+    from tests.support.domains import add_in_batches, gb200_domain
 
     fabric = "rayaccel.io/fabric-domain"
     specs = [(s, {"name": s.name, "num_cpus": 0}) for s in gb200_domain(tmp_path, 31, trays=2)]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ray_accel_ext.backends.tpu import TPUBackend, parse_tpu_env
-from ray_accel_ext.cli import main
+from ray_accel_ext.backends.tpu.backend import TPUBackend, parse_tpu_env
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.model import Device
 from ray_accel_ext.registry import load_backends
 

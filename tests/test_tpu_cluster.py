@@ -129,7 +129,7 @@ def test_worker_sees_its_chips_and_slice_coordinates(cluster):
 
         @ray.remote(num_cpus=0, resources={"TPU": 4})
         def where():
-            from ray_accel_ext.tpu_worker import my_tpu_chips
+            from ray_accel_ext.backends.tpu.worker import my_tpu_chips
 
             return my_tpu_chips().to_dict()
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from ray_accel_ext.cli import main
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.testing.snapshots import serve_snapshot
 
 from .conftest import HOSTS

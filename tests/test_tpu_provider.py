@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ray_accel_ext.cli import main
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.testing.fake_tpu_api import FakeTpuApi
 from ray_accel_ext.testing.snapshots import serve_snapshot
 

@@ -4,7 +4,7 @@
 Both sides read the same inputs: the snapshot's rootfs and env.json, and one loopback GCE
 metadata fake serving its metadata.json. Ours runs through the CLI (``ray-accel ray-args``);
 Ray's through ``ResourceAndLabelSpec.resolve()`` with its file access and hard-coded metadata URL
-pointed at the snapshot (:mod:`ray_accel_ext.testing.ray_tpu`; Ray's transport is redirected,
+pointed at the snapshot (:mod:`tests.support.ray_tpu`; Ray's transport is redirected,
 nothing of ours is patched). The fixes are listed in ``FIXES`` with the reason, and in
 docs/tpu.md ("Where we differ from Ray's TPU manager").
 """
@@ -17,9 +17,9 @@ from collections import Counter
 
 import pytest
 
-from ray_accel_ext.cli import main
+from ray_accel_ext.tools.cli import main
 from ray_accel_ext.testing.fake_metadata import MetadataServers
-from ray_accel_ext.testing.ray_tpu import ray_tpu_node_spec
+from tests.support.ray_tpu import ray_tpu_node_spec
 from ray_accel_ext.testing.snapshots import metadata_spec, snapshot_dirs
 
 from .conftest import HOSTS

@@ -1,4 +1,4 @@
-"""Accelerator-type and topology parsing (ray_accel_ext.backends.tpu_topology), exhaustively.
+"""Accelerator-type and topology parsing (ray_accel_ext.backends.tpu.topology), exhaustively.
 
 Expected values come from hardware.md 4.3/4.4 (GKE tpu-device-plugin test vectors, Ray's
 ``get_total_chips_from_accelerator_type``), and every type is cross-checked against Ray 2.60's own
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ray_accel_ext.backends.tpu_topology import (
+from ray_accel_ext.backends.tpu.topology import (
     GENERATIONS,
     generation_for,
     generation_from_pci,

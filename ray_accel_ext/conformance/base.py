@@ -30,11 +30,26 @@ import pytest
 from ..adapter import to_ray_node
 from ..backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities
 from ..errors import BackendLoadError
-from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_key, is_valid_prefix, is_valid_value, key_prefix
+from ..labels import (
+    PROJECT_PREFIX,
+    RAY_PREFIX,
+    SKU,
+    is_valid_key,
+    is_valid_prefix,
+    is_valid_value,
+    key_prefix,
+)
 from ..model import NodeDescription, NodeInventory
 from ..registry import available_backends, load_backend, validate_backend_class
 from ..testing.snapshots import metadata_spec
-from ._core import SuiteTests, counting_metadata, golden_diff, host_with, open_snapshot, overridden_tests
+from ._core import (
+    SuiteTests,
+    counting_metadata,
+    golden_diff,
+    host_with,
+    open_snapshot,
+    overridden_tests,
+)
 from .guards import NetworkGuard, ProcessState
 from .requirements import CAPABILITY_FIELDS, missing, requires, shown_by
 from .settings import Snapshot, SuiteConfig
@@ -552,7 +567,7 @@ class BaseLiveRayTests(SuiteTests):
                 f"discovery promised:\n  " + "\n  ".join(errors) + f"\n--- ray start log ---\n{cluster.node('conformance').log()[-2000:]}"
             )
             if desc.resource_quantity >= 1:
-                sku_key = f"{PROJECT_PREFIX}/sku"
+                sku_key = SKU
 
                 resource = suite.backend_cls.resource_name
                 ask = {"num_gpus": 1} if resource == "GPU" else {"resources": {resource: 1}}

@@ -28,7 +28,7 @@ from typing import Any
 __all__ = ["ProcessState", "NetworkGuard", "NetworkAttempt"]
 
 _SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGCHLD", None)) if s is not None)
-_METADATA_MODULE = "ray_accel_ext.metadata"
+_METADATA_MODULE = "ray_accel_ext.host.metadata"
 
 
 def _module_state(modules: list[str]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from .settings import REPORT_ENV
+
 _RESULTS = pytest.StashKey[dict]()
 
 

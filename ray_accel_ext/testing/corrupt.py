@@ -11,7 +11,7 @@ Discovery must survive any machine, so each file it reads on a snapshot can be r
     loop        a symbolic link that points at itself through a second link
 
 Targets are the files discovery actually read on the intact snapshot (found by running it through
-``record.RecordingHost``; symlinks resolved, so the damage lands on the real file behind
+``host.recording.RecordingHost``; symlinks resolved, so the damage lands on the real file behind
 ``/sys/bus/pci/devices/<BDF>/...``), the directories it listed, and the recorded library and tool
 outputs (``libraries/*.json``, ``commands/*.json``).
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from ..discovery import discover
 from ..errors import HostReadError
 from ..host import MAX_READ_BYTES, open_host
-from ..record import RecordingHost
+from ..host.recording import RecordingHost
 from .snapshots import serve_snapshot
 
 __all__ = ["KINDS", "Targets", "Variant", "targets_of", "corrupt_copy", "make_variants", "remove_copy"]

@@ -21,8 +21,8 @@ import re
 from ..backend import AcceleratorBackend, Capabilities
 from ..errors import HostReadError
 from ..host import Host
+from ..hw.pci import parse_cpulist
 from ..model import Device, Fabric, Link, NodeDescription, Sku
-from ..pci import parse_cpulist
 
 __all__ = ["FakeBackend", "FAKE_CLASS"]
 

@@ -24,10 +24,10 @@ import secrets
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-
-from .loopback import LoopbackServer
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
+
+from .loopback import LoopbackServer
 
 __all__ = ["FakeEc2Api", "FAKE_ACCESS_KEY_ID", "FAKE_SECRET_ACCESS_KEY"]
 
@@ -66,7 +66,7 @@ class FakeEc2Api(LoopbackServer):
     methods = ("POST",)
 
     def env(self) -> dict[str, str]:
-        """Variables that point boto3 (through ``ray_accel_ext.aws_topology``) at this fake."""
+        """Variables that point boto3 (through ``ray_accel_ext.hw.aws_topology``) at this fake."""
         return {
             "RAY_ACCEL_EC2_API_ENDPOINT": self.url,
             "AWS_ACCESS_KEY_ID": self.access_key_id,

@@ -1,16 +1,6 @@
 """Host snapshots: recorded machines that discovery runs against without the hardware.
 
-A snapshot directory holds::
-
-    rootfs/                only the files discovery reads (sys/, proc/, dev/), real relative symlinks
-    env.json               the environment the node saw (GKE TPU variables, ...)
-    metadata.json          cloud metadata answers, served by loopback fakes (see fake_metadata)
-    libraries/<name>.json  recorded library readings (NVML)
-    commands/<tool>.json   recorded tool output ({"argv": [...], "stdout": "...", "returncode": 0})
-    expected.json          golden: {"descriptions": [...], "problems": [...], "ray": {...}}
-    README.md              the machine it stands for
-
-Use :func:`run_snapshot` to discover one (metadata servers started and stopped around it), and
+The format is :mod:`ray_accel_ext.host.snapshot`'s. Use :func:`run_snapshot` to discover one (metadata servers started and stopped around it), and
 ``python -m ray_accel_ext.testing.snapshots --update DIR...`` to rewrite goldens after a reviewed
 change.
 """
@@ -28,22 +18,20 @@ from typing import Any
 
 from ..adapter import RayNodeSpec, to_ray_node
 from ..discovery import discover
-from ..host import FsHost, is_snapshot_dir, open_host
+from ..host import FsHost, open_host
+from ..host.snapshot import (
+    EXPECTED_FILE,
+    is_snapshot_dir,
+    load_expected,
+    metadata_spec,
+    snapshot_dirs,
+    write_json,
+)
 from ..model import NodeInventory
+from ..tools.record import expected_of
 from .fake_metadata import MetadataServers
 
-__all__ = ["snapshot_dirs", "serve_snapshot", "run_snapshot", "golden_of", "load_expected", "write_expected"]
-
-
-def snapshot_dirs(base: str | os.PathLike[str]) -> list[Path]:
-    """Every snapshot directory under ``base`` (those holding ``rootfs/``), sorted."""
-    base = Path(base)
-    return sorted(p.parent for p in base.rglob("rootfs") if p.is_dir() and is_snapshot_dir(p.parent))
-
-
-def metadata_spec(snapshot: str | os.PathLike[str]) -> dict[str, Any]:
-    path = Path(snapshot) / "metadata.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
+__all__ = ["snapshot_dirs", "metadata_spec", "serve_snapshot", "run_snapshot", "golden_of", "load_expected", "write_expected"]
 
 
 @contextlib.contextmanager
@@ -72,22 +60,14 @@ def run_snapshot(
 
 
 def golden_of(inventory: NodeInventory, spec: RayNodeSpec) -> dict[str, Any]:
-    """The comparable, time-free part of a discovery result."""
-    return {
-        "descriptions": [d.to_dict() for d in inventory.descriptions],
-        "problems": [{"backend": p.backend, "stage": p.stage, "error": p.error} for p in inventory.problems],
-        "ray": spec.to_dict(),
-    }
-
-
-def load_expected(snapshot: str | os.PathLike[str]) -> dict[str, Any]:
-    return json.loads((Path(snapshot) / "expected.json").read_text())
+    """The golden ``expected.json`` of a discovery result (see :func:`ray_accel_ext.tools.record.expected_of`)."""
+    return expected_of(inventory, spec)
 
 
 def write_expected(snapshot: str | os.PathLike[str]) -> dict[str, Any]:
     inventory, spec = run_snapshot(snapshot)
     golden = golden_of(inventory, spec)
-    (Path(snapshot) / "expected.json").write_text(json.dumps(golden, indent=2, sort_keys=True) + "\n")
+    write_json(Path(snapshot) / EXPECTED_FILE, golden)
     return golden
 
 

@@ -51,8 +51,8 @@ def build_hosts(work: Path) -> list[tuple[Path, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HOSTS.parent.parent))
-    from ray_accel_ext.dashboard import DashboardServer
-    from ray_accel_ext.inventory import InventoryCollector
+    from ray_accel_ext.cluster.dashboard import DashboardServer
+    from ray_accel_ext.cluster.inventory import InventoryCollector
     from ray_accel_ext.testing.cluster import SimulatedCluster
     from tests.ops.chromium import screenshot
 

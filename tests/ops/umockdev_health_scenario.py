@@ -1,4 +1,4 @@
-"""Run under ``umockdev-wrapper``: hot-plug scenario for ray_accel_ext.health; prints one JSON result.
+"""Run under ``umockdev-wrapper``: hot-plug scenario for ray_accel_ext.cluster.health; prints one JSON result.
 
 Started by tests/test_ops_health.py. ``GI_PATH`` names the system site-packages that hold ``gi``
 (python3-gi), appended (not prepended) to sys.path so the venv's packages win.
@@ -16,7 +16,7 @@ import gi  # noqa: E402
 gi.require_version("UMockdev", "1.0")
 from gi.repository import UMockdev  # noqa: E402
 
-from ray_accel_ext.health import HealthMonitor  # noqa: E402
+from ray_accel_ext.cluster.health import HealthMonitor  # noqa: E402
 from ray_accel_ext.telemetry import TELEMETRY_LOGGER  # noqa: E402
 
 telemetry = []

@@ -78,7 +78,7 @@ def test_no_kfd_means_not_detected(tmp_path: Path):
 
 def test_imports_only_public_core_modules():
     allowed = {"ray_accel_ext.backend", "ray_accel_ext.model", "ray_accel_ext.host", "ray_accel_ext.errors",
-               "ray_accel_ext.pci", "ray_accel_ext.nics"}
+               "ray_accel_ext.hw.pci", "ray_accel_ext.hw.nics"}
     import ast
 
     src = Path(__file__).parent.parent / "src" / "ray_accel_ext_amd"

@@ -16,8 +16,8 @@ from ray_accel_ext.backend import AcceleratorBackend, Capabilities
 from ray_accel_ext.errors import HostReadError
 from ray_accel_ext.host import Host
 from ray_accel_ext.model import Device, Fabric, Link, NodeDescription
-from ray_accel_ext.nics import list_rdma_nics, nearest_nics, pcie_switch_of
-from ray_accel_ext.pci import read_function
+from ray_accel_ext.hw.nics import list_rdma_nics, nearest_nics, pcie_switch_of
+from ray_accel_ext.hw.pci import read_function
 
 from . import kfd
 from .skus import sku_for

@@ -1,0 +1,396 @@
+"""NVIDIA GPUs: devices and PCIe topology from sysfs, NVLink and fabric from NVML.
+
+Devices are the PCI functions of vendor ``0x10de`` whose class starts with ``0x03`` (display /
+3D controller, as NCCL's ``topo.cc`` classifies GPUs); NVSwitch bridges (``0x068000``) and HDMI
+audio functions (``0x0403xx``) are not GPUs. They are indexed in PCI address order, which is
+NVML's and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` order and therefore the id Ray puts in
+``CUDA_VISIBLE_DEVICES``.
+
+NVML (through :mod:`._nvml`, recorded on snapshots) adds GPU UUIDs, memory, NVLink peers and the
+multi-node NVLink fabric (cluster UUID + clique id). Without NVML (no driver, or a container
+without ``libnvidia-ml``) the description holds everything sysfs gives: count, SKU, NUMA, CPUs,
+PCIe switches and NICs, with ``interconnect`` ``pcie`` and the host as its own fabric domain.
+That is a complete answer for what it claims, so it is *not* degraded; the attribute
+``nvidia.rayaccel.io/nvml=absent`` says why links are missing. A recording that exists but
+cannot be read, or an NVML that fails, *is* a problem. With NVML, only the GPUs it lists are
+counted (see :func:`_usable`: containers see every GPU in sysfs but can use only theirs).
+
+``ray_accelerator_type`` is the type Ray 2.60's own NVIDIA manager derives from the NVML name, so
+a node looks the same to ``accelerator_type:<T>`` users with or without this package. For the RTX
+PRO 6000 Blackwell Server Edition that is ``RTX-PRO-6000`` (Ray 2.60 keeps leading all-caps
+words); older Ray versions, and reference/hardware.md section 1.2, give ``RTX``, which would also
+match every other RTX card. The GPU's memory, NVLink, CPUs and NICs never depend on Ray's name.
+
+Provider placement (zone, cluster, block, rack) is asked from the GCE or EC2 metadata server only
+when DMI names that cloud (:mod:`ray_accel_ext.hw.cloud`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from importlib import resources
+from typing import Any
+
+from ...backend import AcceleratorBackend, Capabilities, PciId
+from ...errors import HostReadError
+from ...host import Host
+from ...hw.cloud import aws_location, cloud_provider, gcp_location, host_fabric
+from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
+from ...hw.pci import (
+    PCI_DEVICES,
+    PciFunction,
+    list_functions,
+    parse_hex_id,
+    read_function,
+)
+from ...model import Device, Fabric, Link, Location, NodeDescription, Sku
+from . import nvml as _nvml
+
+__all__ = ["NvidiaGPUBackend", "NVIDIA_VENDOR_ID", "sku_for", "sku_table"]
+
+NVIDIA_VENDOR_ID = "0x10de"
+_GIB = 1 << 30
+_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+# nvmlNvlinkVersion_t (nvml.h; pynvml NVML_NVLINK_VERSION_*): used only for GPUs the SKU table
+# does not know, since the table's generation does not depend on how a driver numbers versions.
+_NVML_NVLINK_VERSIONS = {1: "nvlink1", 2: "nvlink2", 3: "nvlink2", 4: "nvlink3", 5: "nvlink3", 6: "nvlink4", 7: "nvlink5", 8: "nvlink6"}
+
+# Ray 2.60 NvidiaGPUAcceleratorManager.NVIDIA_GPU_NAME_PATTERN, applied to NVML names of GPUs the
+# SKU table does not know so that they get the accelerator type Ray itself would give them
+# (ray-project/ray python/ray/_private/accelerators/nvidia_gpu.py).
+_RAY_NAME_RE = re.compile(r"\w+\s+((?:[A-Z]+\s+)*[A-Z0-9]*\d[A-Z0-9]*)")
+
+
+def sku_table() -> dict[str, dict[str, Any]]:
+    """The SKU data file ``backends/nvidia_gpu/skus.json``: PCI device id -> entry (read on each call, not cached)."""
+    text = resources.files(__package__).joinpath("skus.json").read_text(encoding="utf-8")
+    return json.loads(text)["devices"]
+
+
+def sku_for(device_id: str, nvml_name: str | None = None, table: dict[str, dict[str, Any]] | None = None) -> Sku:
+    """The SKU of PCI device ``device_id``; an ``nvidia-unknown-<id>`` SKU when the table lacks it."""
+    entry = (sku_table() if table is None else table).get(device_id.lower())
+    if entry is None:
+        return Sku(
+            vendor="nvidia",
+            name=f"nvidia-unknown-{device_id.lower()}",
+            generation="unknown",
+            ray_accelerator_type=_ray_type_from_name(nvml_name),
+            product=nvml_name,
+            pci_device_id=device_id.lower(),
+            known=False,
+        )
+    memory = entry.get("memory_gib")
+    return Sku(
+        vendor="nvidia",
+        name=entry["sku"],
+        generation=entry["generation"],
+        ray_accelerator_type=entry["ray_accelerator_type"],
+        product=entry["product"],
+        memory_bytes=memory * _GIB if memory else None,
+        pci_device_id=device_id.lower(),
+        known=True,
+    )
+
+
+def _ray_type_from_name(name: str | None) -> str | None:
+    if not name:
+        return None
+    match = _RAY_NAME_RE.match(name)
+    result = match.group(1).replace(" ", "-") if match else None
+    if result and len(result) > 1:
+        return result
+    cleaned = re.sub(r"^NVIDIA\s+", "", name).strip()
+    return cleaned.replace(" ", "-") or None
+
+
+class NvidiaGPUBackend(AcceleratorBackend):
+    """NVIDIA data-center and workstation GPUs (CUDA devices), scheduled as Ray ``GPU``."""
+
+    name = "nvidia_gpu"
+    resource_name = "GPU"
+    label_prefix = "nvidia.rayaccel.io"
+    visible_devices_env_var = "CUDA_VISIBLE_DEVICES"
+    family = "NVIDIA GPU"
+    # Display / 3D controllers of NVIDIA (NCCL topo.cc's GPU rule); NVSwitch bridges are 0x0680.
+    pci_ids = (PciId(NVIDIA_VENDOR_ID, classes=("0x03",)),)
+    driver_paths = ("/proc/driver/nvidia/version",)
+    driver_hint = (
+        "NVIDIA GPUs are on the PCI bus but the NVIDIA kernel driver is not loaded "
+        "(/proc/driver/nvidia/version is missing): install the driver (cuda-drivers / nvidia-driver "
+        "package, or the GPU operator on Kubernetes) and `modprobe nvidia`"
+    )
+    capabilities = Capabilities(
+        topology_links=True,
+        nic_affinity=True,
+        numa_affinity=True,
+        fabric_domains=True,
+        provider_location=True,
+        device_visibility=True,
+        uses_network=True,
+    )
+
+    def detect(self, host: Host) -> bool:
+        """True when sysfs shows at least one readable NVIDIA display/3D function."""
+        try:
+            for address in list_functions(host):
+                try:
+                    if _gpu_ids(host, address) is not None:
+                        return True
+                except (HostReadError, ValueError):
+                    continue
+        except Exception:  # noqa: BLE001 - detect never raises
+            return False
+        return False
+
+    def describe(self, host: Host) -> NodeDescription:
+        """GPUs with SKU, NUMA/CPU/switch/NIC affinity, NVLink links and the NVLink fabric."""
+        problems: list[str] = []
+        table = sku_table()
+        gpus = _gpu_functions(host, problems)
+        reading = _nvml_reading(host, problems)
+        nvml_by_addr = _nvml_devices(reading, gpus, problems)
+        gpus, hidden = _usable(gpus, reading, nvml_by_addr, host.env, problems)
+
+        names = [nvml_by_addr.get(f.address, {}).get("name") for f in gpus]
+        skus = [sku_for(f.device, name, table) for f, name in zip(gpus, names)]
+        sku = _node_sku(skus, problems)
+
+        rdma = list_rdma_nics(host, problems)
+        devices = []
+        for index, fn in enumerate(gpus):
+            nv = nvml_by_addr.get(fn.address, {})
+            memory = nv.get("memory_total") or skus[index].memory_bytes
+            devices.append(
+                Device(
+                    index=index,
+                    id=nv.get("uuid") or fn.address,
+                    pci_address=fn.address,
+                    numa_node=fn.numa_node,
+                    cpus=fn.cpus,
+                    pcie_switch=pcie_switch_of(fn),
+                    memory_bytes=memory,
+                    nics=nearest_nics(fn, rdma),
+                )
+            )
+
+        kind = _nvlink_kind(table.get(sku.pci_device_id or ""), reading)
+        links = _links(gpus, nvml_by_addr, kind, problems) if kind else ()
+        fabric = _fabric(host, gpus, nvml_by_addr, table.get(sku.pci_device_id or "") or {}, problems)
+        location = _location(host, problems)
+
+        attributes = {f"{self.label_prefix}/nvml": "present" if reading is not None else "absent"}
+        if reading is not None and reading.get("driver_version"):
+            attributes[f"{self.label_prefix}/driver-version"] = str(reading["driver_version"])
+        if links:
+            attributes[f"{self.label_prefix}/nvlink-lanes"] = str(min(l.lanes for l in links))
+        if hidden and "NVIDIA_VISIBLE_DEVICES" in host.env:
+            attributes[f"{self.label_prefix}/gpus-not-visible"] = str(hidden)
+        return NodeDescription(
+            backend=self.name,
+            sku=sku,
+            resource_name=self.resource_name,
+            resource_quantity=len(devices),
+            devices=tuple(devices),
+            interconnect=links[0].kind if links else "pcie",
+            links=links,
+            nics=nics_of(rdma),
+            fabric=fabric,
+            location=location,
+            attributes=attributes,
+            problems=tuple(problems),
+        )
+
+
+# -- sysfs ----------------------------------------------------------------------------------------
+
+
+def _gpu_ids(host: Host, address: str) -> tuple[str, str, str] | None:
+    """(vendor, device, class) when ``address`` is an NVIDIA GPU, else None. Raises HostReadError."""
+    base = f"{PCI_DEVICES}/{address}"
+    vendor_text = host.read_optional(f"{base}/vendor")
+    if vendor_text is None:
+        # The directory entry exists (we listed it) but has no vendor file: a dangling link or a
+        # function removed while we looked.
+        raise HostReadError(base, "no vendor file (broken symbolic link or a vanished device)")
+    if parse_hex_id(vendor_text, f"{base}/vendor") != NVIDIA_VENDOR_ID:
+        return None
+    pci_class = parse_hex_id(host.read_text(f"{base}/class"), f"{base}/class")
+    if not pci_class.startswith("0x03"):
+        return None
+    device = parse_hex_id(host.read_text(f"{base}/device"), f"{base}/device")
+    return NVIDIA_VENDOR_ID, device, pci_class
+
+
+def _gpu_functions(host: Host, problems: list[str]) -> list[PciFunction]:
+    gpus = []
+    for address in list_functions(host):
+        try:
+            ids = _gpu_ids(host, address)
+            if ids is None:
+                continue
+            fn = read_function(host, address, problems, ids)
+        except HostReadError as exc:
+            problems.append(f"{exc}; cannot tell whether {address} is an NVIDIA GPU, not counted")
+            continue
+        cpulist = f"{PCI_DEVICES}/{address}/local_cpulist"
+        if not fn.cpus and not any(p.startswith(cpulist) for p in problems):
+            # The kernel writes local_cpulist for every PCI function (all CPUs when it knows no
+            # better), so an absent or empty one is a damaged sysfs, not a fact about the GPU.
+            problems.append(f"{cpulist}: missing or empty; the GPU's local CPUs are unknown")
+        gpus.append(fn)
+    return gpus
+
+
+def _node_sku(skus: list[Sku], problems: list[str]) -> Sku:
+    if not skus:
+        return Sku(vendor="nvidia", name="nvidia-none", generation="unknown", known=False)
+    counts = Counter(s.name for s in skus)
+    if len(counts) > 1:
+        mix = ", ".join(f"{n} x {name}" for name, n in counts.most_common())
+        problems.append(f"mixed GPU models on one node ({mix}); Ray supports one accelerator type per node")
+    top = counts.most_common(1)[0][0]
+    return next(s for s in skus if s.name == top)
+
+
+# -- NVML -----------------------------------------------------------------------------------------
+
+
+def _nvml_reading(host: Host, problems: list[str]) -> dict[str, Any] | None:
+    try:
+        reading = host.library("nvml", _nvml.read_live)
+    except HostReadError as exc:
+        problems.append(f"NVML: {exc}")
+        return None
+    except Exception as exc:  # noqa: BLE001 - a driver/binding failure must not take the node down
+        problems.append(f"NVML: {type(exc).__name__}: {exc}")
+        return None
+    if reading is None:
+        return None
+    errors = _nvml.validate(reading)
+    if errors:
+        problems.append("NVML reading malformed: " + "; ".join(errors[:5]))
+        return None
+    if reading.get("error"):
+        problems.append(f"NVML: {reading['error']}")
+    return reading
+
+
+def _nvml_devices(reading: dict[str, Any] | None, gpus: list[PciFunction], problems: list[str]) -> dict[str, dict[str, Any]]:
+    """NVML devices keyed by sysfs address, only those sysfs shows too."""
+    if reading is None:
+        return {}
+    by_addr: dict[str, dict[str, Any]] = {}
+    for dev in reading["devices"]:
+        for err in dev.get("errors") or []:
+            problems.append(f"NVML device {dev.get('index')}: {err}")
+        if dev.get("bus_id") is None:
+            continue
+        by_addr[_nvml.sysfs_address(dev["bus_id"])] = dev
+    sysfs = {f.address for f in gpus}
+    for addr in sorted(set(by_addr) - sysfs):
+        problems.append(f"NVML lists a GPU at {by_addr[addr]['bus_id']} that sysfs does not show; not counted")
+    return {a: d for a, d in by_addr.items() if a in sysfs}
+
+
+def _usable(gpus: list[PciFunction], reading: dict[str, Any] | None, nvml: dict[str, dict[str, Any]],
+            env: Any, problems: list[str]) -> tuple[list[PciFunction], int]:
+    """The GPUs CUDA can use here, and how many sysfs GPUs a container does not see.
+
+    sysfs is not namespaced: a container given 2 of 8 GPUs still sees all 8 PCI functions, while
+    NVML (and CUDA) enumerate only the 2 whose device nodes it has, in PCI order. So with a working
+    NVML the schedulable GPUs are those NVML lists. Outside a container (no
+    ``NVIDIA_VISIBLE_DEVICES``, https://github.com/NVIDIA/nvidia-container-toolkit) a GPU that NVML
+    does not list is broken (fallen off the bus, Xid 79) and that is a problem.
+    """
+    if reading is None or reading.get("error"):
+        return gpus, 0
+    hidden = [f.address for f in gpus if f.address not in nvml]
+    if hidden and "NVIDIA_VISIBLE_DEVICES" not in env:
+        for addr in hidden:
+            problems.append(f"sysfs shows a GPU at {addr} that NVML does not list (unusable by CUDA); not counted")
+    return [f for f in gpus if f.address in nvml], len(hidden)
+
+
+def _nvlink_kind(entry: dict[str, Any] | None, reading: dict[str, Any] | None) -> str | None:
+    if reading is None:
+        return None
+    if entry is not None:
+        return entry["nvlink"] if entry["nvlink"] != "none" else None
+    versions = {l.get("version") for d in reading["devices"] for l in d.get("nvlinks") or []}
+    known = sorted(_NVML_NVLINK_VERSIONS[v] for v in versions if v in _NVML_NVLINK_VERSIONS)
+    return known[-1] if known else ("nvlink" if versions else None)
+
+
+def _links(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], kind: str, problems: list[str]) -> tuple[Link, ...]:
+    """GPU pairs joined by NVLink: direct links counted per pair; NVSwitch links make all
+    switch-attached GPUs of the node all-to-all with as many lanes as the fewer of the two has."""
+    index = {fn.address: i for i, fn in enumerate(gpus)}
+    direct: Counter[tuple[int, int]] = Counter()
+    switch_lanes: dict[int, int] = {}
+    for addr, dev in nvml.items():
+        me = index[addr]
+        for link in dev.get("nvlinks") or []:
+            if link["remote_type"] == _nvml.REMOTE_SWITCH:
+                switch_lanes[me] = switch_lanes.get(me, 0) + 1
+            elif link["remote_type"] == _nvml.REMOTE_GPU:
+                peer = index.get(_nvml.sysfs_address(link.get("remote_bus_id") or "") or "")
+                if peer is None:
+                    problems.append(f"NVML: GPU {addr} link {link.get('link')} goes to {link.get('remote_bus_id')}, not a GPU of this node")
+                elif peer != me:
+                    direct[(min(me, peer), max(me, peer))] += 1
+    # A direct link is seen from both ends.
+    lanes = {pair: max(1, n // 2) for pair, n in direct.items()}
+    switched = sorted(switch_lanes)
+    for i, a in enumerate(switched):
+        for b in switched[i + 1:]:
+            lanes[(a, b)] = lanes.get((a, b), 0) + min(switch_lanes[a], switch_lanes[b])
+    return tuple(Link(a=a, b=b, kind=kind, lanes=n) for (a, b), n in sorted(lanes.items()))
+
+
+def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], entry: dict[str, Any], problems: list[str]) -> Fabric:
+    """The multi-node NVLink domain (``<clusterUuid>.<cliqueId>``), else the host itself.
+
+    A GPU is in a domain when its fabric state is COMPLETED, status SUCCESS and the cluster UUID is
+    not all zeros (NVIDIA go-nvlib ``IsFabricAttached``); HGX H100 reports COMPLETED with a zero
+    UUID. GPUs of one node that disagree publish no domain, as GPU Feature Discovery does.
+
+    NVML gives neither the partition size nor this host's rank in it: ``hosts`` is the largest
+    domain the SKU ships in (18 trays of 4 GPUs for NVL72), ``worker`` stays 0.
+    """
+    cliques = set()
+    attached = 0
+    for fn in gpus:
+        info = (nvml.get(fn.address) or {}).get("fabric")
+        if not info or info.get("state") != _nvml.FABRIC_STATE_COMPLETED or info.get("status") != _nvml.NVML_SUCCESS:
+            cliques.add(None)
+            continue
+        cluster = str(info.get("cluster_uuid") or _ZERO_UUID).lower()
+        if cluster == _ZERO_UUID:
+            cliques.add(None)
+            continue
+        attached += 1
+        cliques.add(f"{cluster}.{info.get('clique_id', 0)}")
+    if attached and len(cliques) > 1:
+        shown = ", ".join(sorted(c or "none" for c in cliques))
+        problems.append(f"GPUs of this node disagree on their NVLink clique ({shown}); no NVLink domain published")
+        return host_fabric(host, problems)
+    if not attached:
+        return host_fabric(host, problems)
+    domain_gpus = entry.get("nvlink_domain_gpus")
+    hosts = max(1, domain_gpus // len(gpus)) if domain_gpus and gpus else 1
+    return Fabric(kind="nvlink-domain", id=cliques.pop(), hosts=hosts, worker=0)
+
+
+def _location(host: Host, problems: list[str]) -> Location:
+    """Zone and placement hierarchy from the provider's metadata server, asked only when DMI
+    says the host is a GCE or EC2 instance (A3/A4 on GCP, P5/P6 on AWS)."""
+    provider = cloud_provider(host)
+    if provider == "gcp":
+        return gcp_location(host, problems)
+    if provider == "aws":
+        return aws_location(host, problems)
+    return Location()

@@ -1,0 +1,421 @@
+"""Cluster inventory: the full description of every alive node of a running Ray cluster.
+
+Gathered through public Ray APIs only:
+
+* ``ray.nodes()``: node ids, addresses, resources and labels;
+* one zero-CPU task per node, pinned with ``NodeAffinitySchedulingStrategy(soft=False)``, runs
+  discovery on that node with the node's own host (the worker inherits the raylet's environment,
+  so ``RAY_ACCEL_ROOT`` and the metadata endpoints of a simulated node apply) and returns
+  ``NodeInventory.to_dict()``;
+* ``ray.util.placement_group_table()``: every placement group, its bundles' nodes, and from them
+  the domains it occupies (the State API's experimental ``topology_strategy`` is added when the
+  dashboard's state endpoint is reachable);
+* the health registry actor of :mod:`ray_accel_ext.cluster.health` (a named detached actor), for devices
+  that disappeared or appeared after a node started.
+
+Nodes are grouped by domain: the ``rayaccel.io/fabric-domain`` label (TPU slice, NVLink domain,
+UltraServer), else ``rayaccel.io/rack``, else the host. Labels decide the grouping so a node whose
+probe failed is still placed; the probe adds devices, links and NICs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ClusterUnreachable
+from ..labels import (
+    DISCOVERY,
+    FABRIC_DOMAIN,
+    FABRIC_HOSTS,
+    FABRIC_TOPOLOGY,
+    FABRIC_WORKER,
+    RACK,
+)
+from ..model import NodeInventory
+
+__all__ = [
+    "ClusterNode",
+    "Domain",
+    "PlacementGroupInfo",
+    "ClusterInventory",
+    "InventoryCollector",
+    "assemble",
+    "gather",
+    "probe_node",
+    "ClusterUnreachable",
+    "DOMAIN_LABEL",
+    "RACK_LABEL",
+]
+
+DOMAIN_LABEL = FABRIC_DOMAIN
+RACK_LABEL = RACK
+DISCOVERY_LABEL = DISCOVERY
+_NIL_NODE = {"", "0" * 56, "f" * 56}
+
+
+def probe_node() -> dict[str, Any]:
+    """Run discovery on the node this runs on (inside a Ray task); a JSON-able dict."""
+    from ..discovery import discover
+    from ..host import host_from_env
+    from ..hw.cloud import hostname
+
+    host = host_from_env()
+    inventory = discover(host)
+    return {"inventory": inventory.to_dict(), "hostname": hostname(host), "root": os.environ.get("RAY_ACCEL_ROOT")}
+
+
+@dataclass
+class ClusterNode:
+    """One alive node: what Ray says about it, what discovery found on it, and its health marks."""
+
+    node_id: str
+    address: str
+    hostname: str
+    is_head: bool
+    labels: dict[str, str]
+    resources: dict[str, float]
+    inventory: NodeInventory | None = None
+    probe_error: str | None = None
+    health: dict[str, Any] | None = None
+    domain_level: str = "host"
+    domain_id: str = ""
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.reasons())
+
+    def reasons(self) -> list[str]:
+        """Why this node is degraded: discovery at start, the probe, and health after start."""
+        out: list[str] = []
+        if self.inventory is not None:
+            out += self.inventory.reasons()
+        elif self.labels.get(DISCOVERY_LABEL) == "degraded":
+            out.append(f"started with {DISCOVERY}=degraded (see the node's ray start log)")
+        if self.probe_error:
+            out.append(f"inventory probe failed: {self.probe_error}")
+        if self.health and self.health.get("status") not in (None, "ok"):
+            out += [str(r) for r in self.health.get("reasons", [])]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "address": self.address,
+            "hostname": self.hostname,
+            "is_head": self.is_head,
+            "labels": dict(sorted(self.labels.items())),
+            "resources": dict(sorted(self.resources.items())),
+            "inventory": self.inventory.to_dict() if self.inventory is not None else None,
+            "probe_error": self.probe_error,
+            "health": self.health,
+            "domain": {"level": self.domain_level, "id": self.domain_id},
+            "degraded": self.degraded,
+            "reasons": self.reasons(),
+        }
+
+
+@dataclass
+class Domain:
+    """A group of nodes: one fabric domain, rack, or host."""
+
+    level: str  # "fabric" | "rack" | "host"
+    id: str
+    kind: str  # fabric kind (tpu-slice, nvlink-domain, ultraserver, host) or "rack"
+    node_ids: list[str] = field(default_factory=list)
+    expected_hosts: int | None = None
+    topology: str | None = None
+    product: str | None = None
+    placement_groups: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool | None:
+        """True when every host of the domain is in the cluster (None when unknown)."""
+        return None if self.expected_hosts is None else len(self.node_ids) >= self.expected_hosts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "id": self.id,
+            "kind": self.kind,
+            "nodes": list(self.node_ids),
+            "expected_hosts": self.expected_hosts,
+            "complete": self.complete,
+            "topology": self.topology,
+            "product": self.product,
+            "placement_groups": list(self.placement_groups),
+        }
+
+
+@dataclass
+class PlacementGroupInfo:
+    """A placement group, where its bundles are, and which domains that makes it occupy."""
+
+    pg_id: str
+    name: str
+    state: str
+    strategy: str
+    bundles: list[dict[str, Any]]  # {"index", "resources", "node_id"}
+    domains: list[str] = field(default_factory=list)  # "<level>:<id>"
+    topology_strategy: dict[str, str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.pg_id,
+            "name": self.name,
+            "state": self.state,
+            "strategy": self.strategy,
+            "bundles": self.bundles,
+            "domains": list(self.domains),
+            "topology_strategy": self.topology_strategy,
+        }
+
+
+@dataclass
+class ClusterInventory:
+    """Every alive node, grouped by domain, with the placement groups that occupy them."""
+
+    nodes: list[ClusterNode]
+    domains: list[Domain]
+    placement_groups: list[PlacementGroupInfo]
+    gathered_at: float
+    ray_version: str | None = None
+
+    def node(self, node_id: str) -> ClusterNode:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def domain_of(self, node_id: str) -> Domain:
+        return next(d for d in self.domains if node_id in d.node_ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "gathered_at": self.gathered_at,
+            "ray_version": self.ray_version,
+            "summary": {
+                "nodes": len(self.nodes),
+                "domains": len(self.domains),
+                "degraded": sum(1 for n in self.nodes if n.degraded),
+                "placement_groups": len(self.placement_groups),
+                "devices": sum(len(d.devices) for n in self.nodes if n.inventory for d in n.inventory.descriptions),
+            },
+            "domains": [d.to_dict() for d in self.domains],
+            "nodes": [n.to_dict() for n in self.nodes],
+            "placement_groups": [p.to_dict() for p in self.placement_groups],
+        }
+
+
+# -- assembly (pure: from Ray's answers to the inventory) ---------------------------------------
+
+
+def _domain_of(labels: Mapping[str, str], hostname: str) -> tuple[str, str]:
+    if labels.get(DOMAIN_LABEL):
+        return "fabric", labels[DOMAIN_LABEL]
+    if labels.get(RACK_LABEL):
+        return "rack", labels[RACK_LABEL]
+    return "host", hostname
+
+
+def _primary_fabric(inventory: NodeInventory | None):
+    primary = inventory.primary if inventory is not None else None
+    return primary.fabric if primary is not None else None
+
+
+def assemble(
+    ray_nodes: Iterable[Mapping[str, Any]],
+    probes: Mapping[str, Mapping[str, Any] | str],
+    pg_table: Mapping[str, Mapping[str, Any]],
+    health: Mapping[str, Mapping[str, Any]] | None = None,
+    topology_strategies: Mapping[str, Mapping[str, str]] | None = None,
+    ray_version: str | None = None,
+) -> ClusterInventory:
+    """Build the inventory from ``ray.nodes()``, probe results (dict, or an error string) per
+    node id, ``placement_group_table()`` and health marks per node id."""
+    health = health or {}
+    nodes: list[ClusterNode] = []
+    for raw in ray_nodes:
+        if not raw.get("Alive", False):
+            continue
+        node_id = raw["NodeID"]
+        labels = {str(k): str(v) for k, v in (raw.get("Labels") or {}).items()}
+        resources = {str(k): float(v) for k, v in (raw.get("Resources") or {}).items()}
+        probe = probes.get(node_id)
+        inventory = None
+        error = None
+        name = raw.get("NodeManagerHostname") or raw.get("NodeManagerAddress") or node_id[:12]
+        if isinstance(probe, Mapping):
+            try:
+                inventory = NodeInventory.from_dict(probe["inventory"])
+            except Exception as exc:  # noqa: BLE001 - a node from another version: keep its labels
+                error = f"unreadable inventory: {exc}"
+            name = str(probe.get("hostname") or name)
+        elif probe is not None:
+            error = str(probe)
+        node = ClusterNode(
+            node_id=node_id,
+            address=str(raw.get("NodeManagerAddress", "")),
+            hostname=name,
+            is_head="node:__internal_head__" in resources,
+            labels=labels,
+            resources=resources,
+            inventory=inventory,
+            probe_error=error,
+            health=dict(health[node_id]) if node_id in health else None,
+        )
+        node.domain_level, node.domain_id = _domain_of(labels, name)
+        nodes.append(node)
+    nodes.sort(key=lambda n: (n.domain_level, n.domain_id, _worker(n), n.hostname, n.node_id))
+
+    domains: dict[tuple[str, str], Domain] = {}
+    for node in nodes:
+        key = (node.domain_level, node.domain_id)
+        dom = domains.get(key)
+        if dom is None:
+            fabric = _primary_fabric(node.inventory)
+            kind = fabric.kind if fabric is not None and node.domain_level == "fabric" else node.domain_level
+            hosts = node.labels.get(FABRIC_HOSTS)
+            dom = domains[key] = Domain(
+                level=node.domain_level,
+                id=node.domain_id,
+                kind=kind,
+                expected_hosts=int(hosts) if node.domain_level == "fabric" and hosts and hosts.isdigit() else None,
+                topology=node.labels.get(FABRIC_TOPOLOGY),
+                product=fabric.product if fabric is not None and node.domain_level == "fabric" else None,
+            )
+        dom.node_ids.append(node.node_id)
+
+    by_node = {n.node_id: f"{n.domain_level}:{n.domain_id}" for n in nodes}
+    pgs: list[PlacementGroupInfo] = []
+    for pg_id, raw in sorted(pg_table.items(), key=lambda kv: (kv[1].get("name") or "", kv[0])):
+        state = str(raw.get("state", ""))
+        if state == "REMOVED":
+            continue
+        bundle_nodes = {int(k): v for k, v in (raw.get("bundles_to_node_id") or {}).items()}
+        bundles = []
+        for index, res in sorted(((int(k), v) for k, v in (raw.get("bundles") or {}).items())):
+            node_id = bundle_nodes.get(index) or ""
+            bundles.append({
+                "index": index,
+                "resources": {k: float(v) for k, v in (res or {}).items()},
+                "node_id": None if node_id in _NIL_NODE else node_id,
+            })
+        occupied = sorted({by_node[b["node_id"]] for b in bundles if b["node_id"] in by_node})
+        info = PlacementGroupInfo(
+            pg_id=pg_id,
+            name=str(raw.get("name") or ""),
+            state=state,
+            strategy=str(raw.get("strategy", "")),
+            bundles=bundles,
+            domains=occupied,
+            topology_strategy=dict((topology_strategies or {}).get(pg_id) or {}) or None,
+        )
+        pgs.append(info)
+        for key in occupied:
+            level, _, did = key.partition(":")
+            domains[(level, did)].placement_groups.append(pg_id)
+
+    kinds = ("tpu-slice", "nvlink-domain", "ultraserver", "xgmi-hive")
+    ordered = sorted(domains.values(), key=lambda d: (
+        {"fabric": 0, "rack": 1, "host": 2}[d.level], kinds.index(d.kind) if d.kind in kinds else len(kinds), d.id))
+    return ClusterInventory(nodes=nodes, domains=ordered, placement_groups=pgs, gathered_at=time.time(), ray_version=ray_version)
+
+
+def _worker(node: ClusterNode) -> int:
+    text = node.labels.get(FABRIC_WORKER, "")
+    return int(text) if text.isdigit() else 0
+
+
+# -- gathering from a live cluster --------------------------------------------------------------
+
+
+def _ensure_ray(address: str | None):
+    import ray
+
+    if not ray.is_initialized():
+        target = address or os.environ.get("RAY_ADDRESS") or "auto"
+        try:
+            ray.init(address=target, logging_level="ERROR", log_to_driver=False, namespace="ray_accel_ext")
+        except ConnectionError as exc:
+            raise ClusterUnreachable(
+                f"no Ray cluster at {target}: {exc} (pass --address HOST:PORT, or set RAY_ADDRESS; a cluster "
+                "with token auth also needs RAY_AUTH_TOKEN)"
+            ) from None
+    return ray
+
+
+def _topology_strategies() -> dict[str, dict[str, str]]:
+    """``topology_strategy`` per placement group from the State API; empty when it is unreachable
+    (it needs the dashboard, which is optional)."""
+    try:
+        from ray.util.state import list_placement_groups
+
+        rows = list_placement_groups(detail=True, raise_on_missing_output=False, timeout=2)
+    except Exception:  # noqa: BLE001 - no dashboard: the field is optional
+        return {}
+    out = {}
+    for row in rows:
+        data = row if isinstance(row, Mapping) else getattr(row, "__dict__", {})
+        strategy = data.get("topology_strategy")
+        if strategy:
+            out[str(data.get("placement_group_id"))] = dict(strategy)
+    return out
+
+
+class InventoryCollector:
+    """Gathers the inventory again and again (the dashboard), probing each node only once.
+
+    Discovery describes hardware that does not change while a node runs (changes are the health
+    monitor's job), so a node's probe result is kept for as long as the node is alive.
+    """
+
+    def __init__(self, address: str | None = None, *, probe_timeout_s: float = 60.0, topology: bool = True) -> None:
+        self.address = address
+        self.probe_timeout_s = probe_timeout_s
+        self.topology = topology
+        self._probes: dict[str, dict[str, Any] | str] = {}
+
+    def gather(self) -> ClusterInventory:
+        """One inventory of the cluster as it is now."""
+        ray = _ensure_ray(self.address)
+        from ray.util import placement_group_table
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from ..compat import ray_version
+        from .health import registry_marks
+
+        ray_nodes = [n for n in ray.nodes() if n.get("Alive")]
+        alive = {n["NodeID"] for n in ray_nodes}
+        self._probes = {k: v for k, v in self._probes.items() if k in alive}
+        missing = [nid for nid in alive if nid not in self._probes or isinstance(self._probes[nid], str)]
+        if missing:
+            remote = ray.remote(num_cpus=0, max_retries=0)(probe_node)
+            refs = {
+                nid: remote.options(
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
+                    name="ray_accel_ext.cluster.inventory.probe",
+                ).remote()
+                for nid in missing
+            }
+            deadline = time.monotonic() + self.probe_timeout_s
+            for nid, ref in refs.items():
+                try:
+                    self._probes[nid] = ray.get(ref, timeout=max(0.1, deadline - time.monotonic()))
+                except Exception as exc:  # noqa: BLE001 - a node that cannot answer keeps its labels
+                    ray.cancel(ref, force=True)
+                    self._probes[nid] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+        return assemble(
+            ray_nodes,
+            self._probes,
+            placement_group_table(),
+            health=registry_marks(),
+            topology_strategies=_topology_strategies() if self.topology else None,
+            ray_version=ray_version(),
+        )
+
+
+def gather(address: str | None = None, *, probe_timeout_s: float = 60.0) -> ClusterInventory:
+    """The inventory of the cluster at ``address`` (or the one this process is connected to)."""
+    return InventoryCollector(address, probe_timeout_s=probe_timeout_s).gather()

@@ -1,0 +1,65 @@
+"""The one reader of ``ray.nodes()``: what every node published, as typed views.
+
+Placement, the cluster inventory, health monitors, telemetry and the demo all read nodes through
+:func:`node_views` / :func:`alive_nodes`, so a change in Ray's node-table shape is fixed here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["NodeView", "node_views", "alive_nodes", "HEAD_RESOURCE"]
+
+# Every head node carries this resource (Ray's NODE_ID_PREFIX + "__internal_head__").
+HEAD_RESOURCE = "node:__internal_head__"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the cluster side needs of a node: id, labels, total resources, where it is."""
+
+    node_id: str
+    labels: Mapping[str, str]
+    resources: Mapping[str, float]
+    address: str = ""
+    hostname: str = field(default="", compare=False)
+
+    @property
+    def is_head(self) -> bool:
+        return HEAD_RESOURCE in self.resources
+
+
+def node_views(nodes: Iterable[Mapping[str, Any] | NodeView]) -> list[NodeView]:
+    """Alive nodes from ``ray.nodes()``-shaped dicts (``NodeID``/``Labels``/``Resources``/``Alive``),
+    plain ``{"node_id", "labels", "resources"}`` dicts, or views (passed through)."""
+    out = []
+    for n in nodes:
+        if isinstance(n, NodeView):
+            out.append(n)
+            continue
+        if not n.get("Alive", n.get("alive", True)):
+            continue
+        node_id = str(n.get("NodeID") or n.get("node_id"))
+        labels = n.get("Labels") if "Labels" in n else n.get("labels", {})
+        resources = n.get("Resources") if "Resources" in n else n.get("resources", {})
+        address = str(n.get("NodeManagerAddress") or n.get("address") or "")
+        hostname = str(n.get("NodeManagerHostname") or n.get("hostname") or address or node_id[:12])
+        out.append(
+            NodeView(
+                node_id,
+                {str(k): str(v) for k, v in (labels or {}).items()},
+                {str(k): float(v) for k, v in (resources or {}).items()},
+                address,
+                hostname,
+            )
+        )
+    return out
+
+
+def alive_nodes() -> list[NodeView]:
+    """The alive nodes of the connected Ray cluster (public ``ray.nodes()``)."""
+    import ray
+
+    return node_views(ray.nodes())

@@ -1,1 +1,0 @@
-"""Subcommands of ``ray-accel``; see :mod:`ray_accel_ext.cli`."""

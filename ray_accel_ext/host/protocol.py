@@ -1,0 +1,97 @@
+"""What a backend may ask of the machine: the :class:`Host` protocol, the discovery deadline, and
+the settings every host shares.
+
+Paths are host-absolute strings (``/sys/bus/pci/devices``); implementations resolve symlinks inside
+their root (:mod:`ray_accel_ext.host.fs`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .metadata import MetadataClient
+
+__all__ = [
+    "Host",
+    "Deadline",
+    "ROOT_ENV",
+    "BUDGET_ENV",
+    "DEFAULT_BUDGET_S",
+    "MAX_READ_BYTES",
+    "PASSTHROUGH_ENV",
+]
+
+ROOT_ENV = "RAY_ACCEL_ROOT"
+BUDGET_ENV = "RAY_ACCEL_BUDGET_S"
+DEFAULT_BUDGET_S = 3.0
+MAX_READ_BYTES = 1 << 20
+# Variables taken from the real process even when the host is a snapshot: they say how to reach
+# the (fake or real) metadata servers and how to run discovery, not what the machine is.
+PASSTHROUGH_ENV = (
+    "GCE_METADATA_HOST",
+    "GCE_METADATA_IP",
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    "RAY_ACCEL_BUDGET_S",
+    "RAY_ACCEL_DISABLE",
+    "RAY_ACCEL_METADATA_TIMEOUT_S",
+    "RAY_ACCEL_TPU_API_ENDPOINT",
+    "RAY_ACCEL_EC2_API_ENDPOINT",
+)
+
+
+class Deadline:
+    """A point in time after which discovery stops waiting for anything."""
+
+    __slots__ = ("budget_s", "_end")
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s = budget_s
+        self._end = time.monotonic() + budget_s
+
+    def remaining(self) -> float:
+        return max(0.0, self._end - time.monotonic())
+
+    def expired(self) -> bool:
+        return self.remaining() <= 0.0
+
+    def clamp(self, timeout_s: float) -> float:
+        """``timeout_s`` cut to what is left of the budget."""
+        return min(timeout_s, self.remaining())
+
+
+@runtime_checkable
+class Host(Protocol):
+    """What a backend may ask of the machine. Every method is side-effect free."""
+
+    root: Path
+    env: Mapping[str, str]
+    deadline: Deadline
+    live: bool
+    metadata: MetadataClient
+
+    def read_text(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> str:
+        """Contents of a text file; raises HostReadError if missing, unreadable, binary or huge."""
+
+    def read_optional(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> str | None:
+        """Like read_text, but None when the file does not exist."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def listdir(self, path: str) -> list[str]:
+        """Sorted entry names; empty when the directory does not exist."""
+
+    def realpath(self, path: str) -> str:
+        """Host-absolute canonical path, symlinks resolved inside the root."""
+
+    def run(self, argv: list[str], *, timeout_s: float) -> str:
+        """Stdout of a tool at a fixed absolute path, never through a shell; raises CommandError."""
+
+    def library(self, name: str, live_reader: Callable[[], Any]) -> Any:
+        """A library reading (``nvml``): recorded on a snapshot, ``live_reader()`` on a live host,
+        None where neither exists."""

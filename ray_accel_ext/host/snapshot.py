@@ -1,0 +1,118 @@
+"""The host-snapshot format, read and written in one place.
+
+A snapshot is a directory::
+
+    rootfs/                files read by discovery (relative symlinks, device nodes as empty files)
+    env.json               the environment the node saw
+    metadata.json          GCE / EC2 answers and faults, served by the loopback fakes in tests
+    libraries/<name>.json  library readings (NVML)
+    commands/<tool>.json   tool output, or {"missing": true}
+    expected.json          golden of discovery + Ray spec
+    README.md              what machine it stands for and where its facts come from
+
+``ray-accel record`` writes it (:mod:`ray_accel_ext.host.recording`); :func:`open_host` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import CommandError, HostReadError
+from .protocol import PASSTHROUGH_ENV
+
+__all__ = [
+    "ROOTFS", "ENV_FILE", "METADATA_FILE", "EXPECTED_FILE", "README_FILE", "LIBRARIES_DIR", "COMMANDS_DIR",
+    "KEEP_MARKER", "is_snapshot_dir", "snapshot_dirs", "snapshot_env", "recorded_command", "recorded_library",
+    "metadata_spec", "load_expected", "write_json", "keep_empty_directories",
+]
+
+ROOTFS = "rootfs"
+ENV_FILE = "env.json"
+METADATA_FILE = "metadata.json"
+EXPECTED_FILE = "expected.json"
+README_FILE = "README.md"
+LIBRARIES_DIR = "libraries"
+COMMANDS_DIR = "commands"
+# Placed by `ray-accel record` in directories that are empty on the host: git keeps no empty
+# directory, and a missing one reads differently (a NIC's net/<ifname>, say). Snapshot hosts
+# do not list it.
+KEEP_MARKER = ".rayaccel-keep"
+
+
+def is_snapshot_dir(path: str | os.PathLike[str]) -> bool:
+    """True for a host snapshot directory (it holds ``rootfs/``)."""
+    return (Path(path) / ROOTFS).is_dir()
+
+
+def snapshot_dirs(base: str | os.PathLike[str]) -> list[Path]:
+    """Every snapshot directory under ``base`` (those holding ``rootfs/``), sorted."""
+    return sorted(p.parent for p in Path(base).rglob(ROOTFS) if p.is_dir() and is_snapshot_dir(p.parent))
+
+
+def snapshot_env(snapshot: str | os.PathLike[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment a node on ``snapshot`` sees: its ``env.json`` plus the pass-through
+    variables of ``environ`` (how to reach metadata, how to run discovery)."""
+    env: dict[str, str] = {}
+    env_file = Path(snapshot) / ENV_FILE
+    if env_file.is_file():
+        try:
+            loaded = json.loads(env_file.read_text())
+        except ValueError as exc:
+            raise HostReadError(str(env_file), f"not JSON: {exc}") from None
+        env.update({str(k): str(v) for k, v in loaded.items()})
+    env.update({k: environ[k] for k in PASSTHROUGH_ENV if k in environ})
+    return env
+
+
+def recorded_command(snapshot: Path, argv: list[str]) -> str | None:
+    """The recorded stdout of ``argv[0]`` on ``snapshot``; None when the tool was not recorded."""
+    path = snapshot / COMMANDS_DIR / (os.path.basename(argv[0]) + ".json")
+    if not path.is_file():
+        return None
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CommandError(argv, f"recorded output {path.name} unreadable: {exc}") from None
+    if rec.get("missing"):
+        raise CommandError(argv, "not installed")
+    if rec.get("returncode", 0) != 0:
+        raise CommandError(argv, f"exit status {rec['returncode']} {rec.get('stderr', '')[:200]}".strip())
+    return str(rec.get("stdout", ""))
+
+
+def recorded_library(snapshot: Path, name: str) -> Any:
+    """The recorded reading of library ``name`` (``nvml``); None when there is none."""
+    path = snapshot / LIBRARIES_DIR / f"{name}.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HostReadError(f"{LIBRARIES_DIR}/{name}.json", f"unreadable recording: {exc}") from None
+
+
+def metadata_spec(snapshot: str | os.PathLike[str]) -> dict[str, Any]:
+    """The snapshot's ``metadata.json`` (what the loopback fakes serve); empty when absent."""
+    path = Path(snapshot) / METADATA_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def load_expected(snapshot: str | os.PathLike[str]) -> dict[str, Any]:
+    """The snapshot's golden ``expected.json``."""
+    return json.loads((Path(snapshot) / EXPECTED_FILE).read_text())
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write ``value`` the way every snapshot file is written (sorted keys, 2-space indent)."""
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def keep_empty_directories(rootfs: Path) -> None:
+    """Put the keep marker in every empty directory, so the snapshot survives a git commit."""
+    for dirpath, dirnames, filenames in os.walk(rootfs):
+        if not dirnames and not filenames:
+            (Path(dirpath) / KEEP_MARKER).write_text("")

@@ -1,0 +1,123 @@
+"""EC2 ``DescribeInstanceTopology``: where an instance sits in AWS's network (optional extra ``[aws]``).
+
+``NetworkNodes`` lists the network nodes above the instance, top layer first (AWS "How instance
+topology works"); we map them to :class:`~ray_accel_ext.model.Location` as
+
+* three or more nodes: ``cluster`` = first, ``block`` = second to last, ``rack`` = last;
+* two nodes: ``block`` = first, ``rack`` = last; one node: ``rack``.
+
+It needs ``boto3`` (``pip install ray-accel-ext[aws]``), credentials from boto3's usual chain
+(instance profile, environment) with ``ec2:DescribeInstanceTopology``, and is opt-in per node:
+``RAY_ACCEL_AWS_TOPOLOGY=1``, because every node start costs one API call against the account's
+request limit. ``RAY_ACCEL_EC2_API_ENDPOINT`` redirects the call (tests point it at
+:mod:`ray_accel_ext.testing.fake_ec2`). Without boto3 or credentials the feature is simply
+unavailable: :func:`describe_instance_topology` returns None. Calls are bounded by a timeout and
+made once, without retries; API errors raise :class:`~ray_accel_ext.errors.ProviderError`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import ProviderRateLimited, ProviderServerError, ProviderTimeout
+
+__all__ = ["ENABLE_ENV", "ENDPOINT_ENV", "InstanceTopology", "enabled", "boto3_available", "describe_instance_topology"]
+
+ENABLE_ENV = "RAY_ACCEL_AWS_TOPOLOGY"
+ENDPOINT_ENV = "RAY_ACCEL_EC2_API_ENDPOINT"
+_THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException"}
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceTopology:
+    """One instance's entry of ``DescribeInstanceTopology``."""
+
+    instance_id: str
+    network_nodes: tuple[str, ...]
+    capacity_block_id: str | None = None
+
+    def levels(self) -> tuple[str | None, str | None, str | None]:
+        """(cluster, block, rack) from the top-down ``NetworkNodes``."""
+        nodes = self.network_nodes
+        if len(nodes) >= 3:
+            return nodes[0], nodes[-2], nodes[-1]
+        if len(nodes) == 2:
+            return None, nodes[0], nodes[1]
+        if len(nodes) == 1:
+            return None, None, nodes[0]
+        return None, None, None
+
+
+def enabled(env: Mapping[str, str]) -> bool:
+    """True when ``RAY_ACCEL_AWS_TOPOLOGY`` asks for the call."""
+    return env.get(ENABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def boto3_available() -> bool:
+    """True when the ``[aws]`` extra (boto3) is installed; nothing is imported."""
+    if "boto3" in sys.modules:
+        return sys.modules["boto3"] is not None  # None: imports of it are blocked
+    return importlib.util.find_spec("boto3") is not None
+
+
+def describe_instance_topology(
+    env: Mapping[str, str], *, instance_id: str, region: str, timeout_s: float
+) -> InstanceTopology | None:
+    """The topology of ``instance_id``; None without boto3, without credentials, or when EC2
+    does not (yet) list the instance. Raises ProviderError subclasses on API failures."""
+    if not boto3_available():
+        return None
+    import boto3  # lazy: the [aws] extra is optional and slow to import
+    import botocore.session
+    from botocore.config import Config
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    endpoint = env.get(ENDPOINT_ENV) or None
+    where = endpoint or f"ec2.{region}.amazonaws.com"
+    timeout = max(0.05, timeout_s)
+    core = botocore.session.Session()
+    # The credential chain may ask IMDS for an instance-profile role: keep it inside our bound.
+    core.set_config_variable("metadata_service_timeout", timeout)
+    core.set_config_variable("metadata_service_num_attempts", 1)
+    session = boto3.session.Session(botocore_session=core, region_name=region)
+    try:
+        if session.get_credentials() is None:
+            return None
+        client = session.client(
+            "ec2",
+            endpoint_url=endpoint,
+            config=Config(connect_timeout=timeout, read_timeout=timeout, retries={"total_max_attempts": 1}),
+        )
+        response = client.describe_instance_topology(InstanceIds=[instance_id])
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = error.get("Code", "?")
+        cls = ProviderRateLimited if code in _THROTTLED or status == 429 else ProviderServerError
+        raise cls(f"DescribeInstanceTopology: {code}: {error.get('Message', '')}".rstrip(": "),
+                  endpoint=where, status=status) from None
+    except (ConnectTimeoutError, ReadTimeoutError):
+        raise ProviderTimeout(f"DescribeInstanceTopology: no answer within {timeout:.2f}s",
+                              endpoint=where) from None
+    except EndpointConnectionError:
+        raise ProviderServerError(f"DescribeInstanceTopology: cannot connect to {where}", endpoint=where) from None
+    except BotoCoreError as exc:
+        raise ProviderServerError(f"DescribeInstanceTopology: {type(exc).__name__}: {exc}",
+                                  endpoint=where) from None
+    for item in response.get("Instances") or []:
+        if item.get("InstanceId") == instance_id:
+            return InstanceTopology(
+                instance_id=instance_id,
+                network_nodes=tuple(str(n) for n in item.get("NetworkNodes") or ()),
+                capacity_block_id=item.get("CapacityBlockId") or None,
+            )
+    return None

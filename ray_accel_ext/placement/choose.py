@@ -1,0 +1,231 @@
+"""The pure choice of a domain for a request: no Ray, linear in the node count.
+
+Selectors follow Ray 2.60's semantics (``reference/ray-2.60.md`` section 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..cluster.nodes import NodeView, node_views
+from ..errors import NoDomainAvailable, WouldSplitDomain
+from ..labels import FABRIC_HOSTS, FABRIC_TOPOLOGY, GENERATION, TPU_TOPOLOGY
+from .request import DomainRequest
+
+__all__ = ["DomainChoice", "choose_domain", "match_selector", "ACCELERATOR_RESOURCES"]
+
+HOSTS_LABEL = FABRIC_HOSTS
+ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores")
+_EPS = 1e-9
+
+
+def _compile(selector: Mapping[str, str]) -> list[tuple[str, bool, frozenset[str]]]:
+    out = []
+    for key, expr in selector.items():
+        expr = str(expr).strip()
+        negate = expr.startswith("!")
+        if negate:
+            expr = expr[1:]
+        if expr.startswith("in(") and expr.endswith(")"):
+            values = frozenset(v.strip() for v in expr[3:-1].split(",") if v.strip())
+            if not values:
+                raise ValueError(f"invalid label selector value {selector[key]!r} for {key!r}")
+        else:
+            values = frozenset([expr])
+        out.append((key, negate, values))
+    return out
+
+
+def match_selector(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    """Whether node ``labels`` match ``selector`` as Ray matches it (an absent key matches ``!``)."""
+    return _match(labels, _compile(selector))
+
+
+def _match(labels: Mapping[str, str], compiled) -> bool:
+    for key, negate, values in compiled:
+        present = labels.get(key) in values
+        if present == negate:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class DomainChoice:
+    """A chosen domain: its label, nodes, and the bundles Ray is asked to place there."""
+
+    level: str
+    key: str
+    domain: str
+    node_ids: tuple[str, ...]
+    bundles: tuple[Mapping[str, float], ...]
+    strategy: str
+    selectors: tuple[Mapping[str, str], ...]
+    generation: str | None = None
+    topology: str | None = None
+
+    @property
+    def claim_key(self) -> str:
+        return f"{self.key}={self.domain}"
+
+
+def _default_bundle(node: NodeView) -> dict[str, float]:
+    acc = {r: float(node.resources[r]) for r in ACCELERATOR_RESOURCES if node.resources.get(r, 0) > 0}
+    return acc or {"CPU": 1.0}
+
+
+def _fits(capacity: Mapping[str, float], bundle: Mapping[str, float]) -> bool:
+    return all(capacity.get(r, 0.0) + _EPS >= q for r, q in bundle.items() if q > 0)
+
+
+def _place_bundles(nodes: list[NodeView], bundles: Sequence[Mapping[str, float]], distinct: bool) -> bool:
+    """First-fit decreasing of ``bundles`` onto ``nodes`` (total resources)."""
+    if distinct and len(bundles) > len(nodes):
+        return False
+    free = [dict(n.resources) for n in nodes]
+    used = [False] * len(nodes)
+    for bundle in sorted(bundles, key=lambda b: -sum(b.values())):
+        for i, cap in enumerate(free):
+            if (distinct and used[i]) or not _fits(cap, bundle):
+                continue
+            for r, q in bundle.items():
+                cap[r] = cap.get(r, 0.0) - q
+            used[i] = True
+            break
+        else:
+            return False
+    return True
+
+
+def choose_domain(
+    nodes: Iterable[Mapping[str, Any] | NodeView],
+    request: DomainRequest,
+    *,
+    busy_domains: Iterable[str] = (),
+    busy_nodes: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+) -> DomainChoice:
+    """Pick a free domain for ``request`` from an inventory; pure and linear in the node count.
+
+    ``busy_domains`` (claim keys ``<label key>=<value>``) and ``busy_nodes`` are what other
+    requests hold; ``exclude`` are claim keys this request already tried. Among the domains that
+    fit, the one with the fewest matching nodes wins (best fit, least stranded capacity), ties by
+    name. Raises :class:`WouldSplitDomain` when no domain, free or not, could hold the request
+    (retrying cannot help), and :class:`NoDomainAvailable` with ``retryable=True`` when fitting
+    domains exist but are all busy.
+    """
+    key = request.key
+    compiled = _compile(request.selector)
+    busy_domains = set(busy_domains)
+    busy_nodes = set(busy_nodes)
+    exclude = set(exclude)
+
+    groups: dict[str, list[NodeView]] = {}
+    expected: dict[str, int] = {}
+    seen_domains: set[str] = set()
+    total = matching = 0
+    for node in node_views(nodes):
+        total += 1
+        value = node.labels.get(key)
+        if not value:
+            continue
+        seen_domains.add(value)
+        if not _match(node.labels, compiled):
+            continue
+        matching += 1
+        groups.setdefault(value, []).append(node)
+        hosts = node.labels.get(HOSTS_LABEL, "")
+        if hosts.isdigit():
+            expected[value] = max(expected.get(value, 0), int(hosts))
+
+    best: tuple[int, str] | None = None
+    best_bundles: tuple[Mapping[str, float], ...] = ()
+    fitting_busy: list[str] = []
+    fitting_tried: list[str] = []
+    incomplete: list[str] = []
+    largest = 0
+    for value, members in groups.items():
+        largest = max(largest, len(members))
+        if request.complete and len(members) < expected.get(value, 0):
+            incomplete.append(value)
+            continue
+        if request.bundles is not None:
+            bundles = request.bundles
+            distinct = request.node_strategy == "STRICT_SPREAD"
+        elif request.hosts is not None:
+            bundles = (dict(request.bundle) if request.bundle else _min_bundle(members),) * request.hosts
+            distinct = True
+        else:
+            bundles = tuple(dict(request.bundle) if request.bundle else _default_bundle(m) for m in members)
+            distinct = True
+        if not _place_bundles(members, bundles, distinct):
+            continue
+        claim = f"{key}={value}"
+        if claim in exclude:
+            fitting_tried.append(value)
+            continue
+        if claim in busy_domains or any(m.node_id in busy_nodes for m in members):
+            fitting_busy.append(value)
+            continue
+        rank = (len(members), value)
+        if best is None or rank < best:
+            best, best_bundles = rank, bundles
+
+    if best is not None:
+        value = best[1]
+        members = groups[value]
+        selector = {key: value, **request.selector}
+        first = members[0].labels
+        return DomainChoice(
+            level=request.level,
+            key=key,
+            domain=value,
+            node_ids=tuple(m.node_id for m in members),
+            bundles=tuple(dict(b) for b in best_bundles),
+            strategy="STRICT_SPREAD" if request.hosts is not None or request.bundles is None else request.node_strategy,
+            selectors=tuple(dict(selector) for _ in best_bundles),
+            generation=first.get(GENERATION),
+            topology=first.get(FABRIC_TOPOLOGY) or first.get(TPU_TOPOLOGY),
+        )
+
+    facts = {
+        "level": request.level,
+        "label_key": key,
+        "nodes": total,
+        "matching_nodes": matching,
+        "domains_seen": len(seen_domains),
+        "matching_domains": len(groups),
+        "largest_matching_domain_hosts": largest,
+        "busy": sorted(fitting_busy),
+        "tried": sorted(fitting_tried),
+        "incomplete": sorted(incomplete),
+    }
+    if fitting_busy:
+        raise NoDomainAvailable(
+            f"{request.label()}: all {len(fitting_busy)} fitting domain(s) are held by other requests",
+            reason="busy", retryable=True, **facts,
+        )
+    if fitting_tried:
+        raise NoDomainAvailable(
+            f"{request.label()}: every fitting domain was tried and did not become ready",
+            reason="tried", retryable=False, **facts,
+        )
+    if not groups:
+        why = f"no node has label {key}" if not seen_domains else f"no node with {key} matches {request.selector}"
+        raise WouldSplitDomain(f"{request.label()}: {why}", reason="no-match", retryable=False, **facts)
+    if incomplete and len(incomplete) == len(groups):
+        raise WouldSplitDomain(
+            f"{request.label()}: every matching domain is incomplete (fewer alive nodes than {HOSTS_LABEL})",
+            reason="incomplete", retryable=False, **facts,
+        )
+    raise WouldSplitDomain(
+        f"{request.label()}: larger than any domain (largest matching {key} has {largest} host(s))",
+        reason="too-large", retryable=False, **facts,
+    )
+
+
+def _min_bundle(members: list[NodeView]) -> dict[str, float]:
+    bundles = [_default_bundle(m) for m in members]
+    keys = set(bundles[0]).intersection(*bundles[1:]) if len(bundles) > 1 else set(bundles[0])
+    return {k: min(b[k] for b in bundles) for k in sorted(keys)} or {"CPU": 1.0}

@@ -1,0 +1,54 @@
+"""``ray-accel discover``: the node inventory."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...discovery import discover
+from ...hw.pci import format_cpulist
+from ._common import add_format_option, add_root_option, host_for, print_json, table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("discover", help="describe this node's accelerators", description=__doc__)
+    add_root_option(p)
+    add_format_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    inventory = discover(host_for(args))
+    if args.format == "json":
+        print_json(inventory.to_dict())
+        return 0
+    if not inventory.descriptions:
+        print("no accelerators found")
+    for desc in inventory.descriptions:
+        sku = desc.sku
+        fabric = desc.fabric
+        print(f"{desc.backend}: {len(desc.devices)} x {sku.name} ({sku.product or sku.generation}), "
+              f"{desc.resource_name}={desc.resource_quantity:g}, interconnect {desc.interconnect}")
+        if fabric is not None:
+            print(f"  fabric: {fabric.kind} {fabric.id} (worker {fabric.worker} of {fabric.hosts}"
+                  f"{', topology ' + fabric.topology if fabric.topology else ''})")
+        loc = desc.location
+        if any((loc.zone, loc.cluster, loc.block, loc.rack)):
+            print(f"  location: zone={loc.zone} cluster={loc.cluster} block={loc.block} rack={loc.rack}")
+        rows = [
+            (d.index, d.pci_address, d.numa_node, format_cpulist(d.cpus), d.pcie_switch,
+             ",".join(f"{n.nic}:{n.path}" for n in d.nics), d.id)
+            for d in desc.devices
+        ]
+        print(table(rows, ("idx", "pci", "numa", "cpus", "switch", "nearest nics", "id")))
+        if desc.links:
+            kinds = sorted({f"{l.kind}x{l.lanes}" for l in desc.links})
+            print(f"  links: {len(desc.links)} ({', '.join(kinds)})")
+        if desc.nics:
+            print(table([(n.name, n.kind, n.pci_address, n.numa_node, n.netdev, n.rate_gbps) for n in desc.nics],
+                        ("nic", "kind", "pci", "numa", "netdev", "Gb/s")))
+        print()
+    reasons = inventory.reasons()
+    print(f"discovery: {'degraded' if reasons else 'ok'} in {inventory.elapsed_s * 1000:.1f} ms")
+    for r in reasons:
+        print(f"  - {r}")
+    return 0

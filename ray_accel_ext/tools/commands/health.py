@@ -1,0 +1,41 @@
+"""``ray-accel health``: watch accelerators and RDMA NICs after the nodes started.
+
+``start`` launches one detached monitor actor per alive node (pyudev, the ``[udev]`` extra),
+pinned to its node; each reports devices that disappear or appear to a registry actor, from
+which ``ray-accel cluster`` and ``ray-accel dashboard`` mark the node. ``status`` prints the
+marks. See :mod:`ray_accel_ext.cluster.health`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ._common import add_format_option, print_json, table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("health", help="start or show the per-node device health monitors", description=__doc__)
+    p.add_argument("action", choices=("start", "status"), help="start the monitors, or show their marks")
+    p.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: $RAY_ADDRESS, else auto)")
+    p.add_argument("--source", choices=("udev", "kernel"), default="udev",
+                   help="udev netlink source: 'udev' needs udevd on the host, 'kernel' reads raw uevents")
+    add_format_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ...cluster.health import registry_marks, start_node_monitors
+    from ...cluster.inventory import _ensure_ray
+
+    _ensure_ray(args.address)
+    if args.action == "start":
+        handles = start_node_monitors(source=args.source)
+        print(f"health monitors running on {len(handles)} nodes")
+    marks = registry_marks()
+    if args.format == "json":
+        print_json(marks)
+        return 0
+    rows = [(nid[:12], m.get("status"), m.get("baseline", {}).get("accelerators"), m.get("baseline", {}).get("rdma_nics"),
+             "; ".join(m.get("reasons", [])) or "-") for nid, m in sorted(marks.items())]
+    print(table(rows, ("node", "status", "accelerators", "rdma nics", "reasons")) if rows else "no monitor has reported yet")
+    return 0

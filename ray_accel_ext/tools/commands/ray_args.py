@@ -1,0 +1,39 @@
+"""``ray-accel ray-args``: the resources and labels the start hook would give Ray.
+
+Formats: ``json`` (one object ``{"resources": {...}, "labels": {...}}``), ``flags`` (``ray start``
+arguments), ``labels-file`` (YAML for ``--labels-file``), ``env`` (``RAY_OVERRIDE_*`` exports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from ...ray_hook import node_spec
+from ._common import add_format_option, add_root_option, print_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ray-args", help="print the Ray resources and labels for this node", description=__doc__)
+    add_root_option(p)
+    add_format_option(p, ("json", "flags", "labels-file", "env"))
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.root and not Path(args.root).is_dir():
+        print(f"ray-accel ray-args: --root {args.root}: not a directory", file=sys.stderr)
+        return 2
+    # The very path the start hook takes, so the output is what Ray would get on this node.
+    spec = node_spec(args.root or None, budget_s=args.budget)
+    if args.format == "json":
+        print_json(spec.to_dict())
+    elif args.format == "flags":
+        print(" ".join(shlex.quote(f) for f in spec.ray_start_flags()))
+    elif args.format == "labels-file":
+        sys.stdout.write(spec.labels_yaml())
+    else:
+        sys.stdout.write(spec.env_exports())
+    return 0
