@@ -86,7 +86,6 @@ def slice_of(pg, labels_by_node) -> set[str]:
 
 
 def bench_ready(rounds: int) -> None:
-    import ray
     from ray.util.tpu import slice_placement_group
 
     require_tested_ray("ray.util.tpu.slice_placement_group (alpha)")
@@ -126,7 +125,7 @@ def bench_split(rounds: int) -> None:
     for _ in range(rounds):
         got, lock = [], threading.Lock()
 
-        def one():
+        def one(got=got, lock=lock):
             r = reserve(SLICE)
             with lock:
                 got.append(r)

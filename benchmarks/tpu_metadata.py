@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.disable(logging.WARNING)  # the hang case logs its degradation; keep the table readable
 
     print(f"snapshot: {GCE_SNAPSHOT.relative_to(REPO)}  starts per cell: {args.starts}")
-    header = f"{'latency':>8} | {'ours GETs':>9} {'keys':>4} {'ours ms':>8} | {'Ray GETs':>8} {'keys':>4} {'Ray ms':>8} | {'GETs Ray/ours':>13} {'time Ray/ours':>13}"
+    header = (f"{'latency':>8} | {'ours GETs':>9} {'keys':>4} {'ours ms':>8} | {'Ray GETs':>8} {'keys':>4} {'Ray ms':>8} | "
+              f"{'GETs Ray/ours':>13} {'time Ray/ours':>13}")
     print(header)
     print("-" * len(header))
     for latency_ms in (float(x) for x in args.latency_ms.split(",")):

@@ -2,7 +2,7 @@
 
 A tarball, not package-data directories, because wheels turn symlinks into copies and the resolved
 sysfs symlinks are what PCIe topology is computed from. The snapshots themselves live (and are
-tested) under tests/data/hosts; tests/test_demo.py fails when the tarball drifts from them.
+tested) under tests/data/hosts; tests/tools/test_demo.py fails when the tarball drifts from them.
 
     python ci/build_demo_hosts.py
 """

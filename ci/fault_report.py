@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Turn the reliability tests' results into docs/reliability.md.
 
-The tests (``tests/test_reliability_*.py``, ``tests/test_soak.py``) write every case they tried to
+The tests (``tests/test_reliability_*.py``, ``tests/reliability/test_soak.py``) write every case they tried to
 ``artifacts/reliability/<module>.json``; this script only aggregates them (nothing here is typed
 by hand but the prose around the tables). Run after the tests::
 
-    .venv/bin/pytest tests/test_reliability_*.py tests/test_soak.py
+    .venv/bin/pytest tests/test_reliability_*.py tests/reliability/test_soak.py
     .venv/bin/python ci/fault_report.py                 # writes docs/reliability.md
     .venv/bin/python ci/fault_report.py --check --out artifacts/reliability.md   # CI: also fail on
                                                         # any hang, crash or invalid label
@@ -22,12 +22,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "artifacts" / "reliability"
 MODULES = {
-    "metadata_faults": "tests/test_reliability_metadata.py",
-    "corrupt_host": "tests/test_reliability_corrupt.py",
-    "properties": "tests/test_reliability_properties.py",
-    "security": "tests/test_reliability_security.py",
-    "hook_ray": "tests/test_reliability_hook_ray.py",
-    "soak": "tests/test_soak.py",
+    "metadata_faults": "tests/reliability/test_metadata.py",
+    "corrupt_host": "tests/reliability/test_corrupt.py",
+    "properties": "tests/reliability/test_properties.py",
+    "security": "tests/reliability/test_security.py",
+    "hook_ray": "tests/reliability/test_hook_ray.py",
+    "soak": "tests/reliability/test_soak.py",
 }
 OUTCOMES = ("correct", "degraded", "clear error", "unflagged change")
 
@@ -148,7 +148,6 @@ def render(cases: list[dict], written: dict[str, str], missing: list[str]) -> st
         lines.append(f"- Worst discovery time: **{worst['elapsed_s']:.3f} s** ({worst['group']}: {worst['class']}; "
                      f"budget {worst.get('budget_s') or '-'} s).")
     if ray_start:
-        ups = [c for c in ray_start if c["detail"].startswith("node up")]
         lines.append(f"- Real `ray start` through the hook: {len(ray_start)} faulted nodes, all started, all degraded; "
                      "per-node start times in the table notes below.")
     if missing:
@@ -189,12 +188,12 @@ def render(cases: list[dict], written: dict[str, str], missing: list[str]) -> st
         lines += ["## Soak", ""]
         if leak:
             data = json.loads(leak.split(": ", 1)[1])
-            lines += [f"- 200 node-start discoveries (`node_spec()`, in-process) on random snapshots, intact or damaged,",
+            lines += ["- 200 node-start discoveries (`node_spec()`, in-process) on random snapshots, intact or damaged,",
                       f"  with a random metadata fault each: worst {data['worst_s']} s (budget 1.5 s in the soak);",
                       f"  between discovery 20 and 200: file descriptors {data['fds']:+d}, threads {data['threads']:+d},",
                       f"  RSS {data['rss_mib']:+} MiB, Python heap {data['heap_kib']:+} KiB; outcomes {data['outcomes']}."]
         if place:
-            lines += [f"- 50 concurrent `placement.reserve()` calls on a 6-node simulated cluster with four fabric domains:",
+            lines += ["- 50 concurrent `placement.reserve()` calls on a 6-node simulated cluster with four fabric domains:",
                       f"  no split domain, no overlapping reservation; {place.split(' | ')[-1]}."]
         lines.append("")
     lines += [
@@ -202,12 +201,12 @@ def render(cases: list[dict], written: dict[str, str], missing: list[str]) -> st
         "",
         "| guarantee | test |",
         "|---|---|",
-        "| metadata faults (GCE, EC2, IMDSv2 token) through the hook, and the client alone | `tests/test_reliability_metadata.py` |",
-        "| corrupt hosts: missing, empty, binary, huge, unreadable (as user nobody), looping files | `tests/test_reliability_corrupt.py` (generator: `ray_accel_ext/testing/corrupt.py`) |",
-        "| every parser and the adapter under hypothesis | `tests/test_reliability_properties.py` |",
-        "| label-key injection, shell text, path traversal, tools, credentials in records/logs | `tests/test_reliability_security.py` |",
-        "| real `ray start` per fault class | `tests/test_reliability_hook_ray.py` |",
-        "| 200 discoveries + 50 concurrent placements, leaks and split domains | `tests/test_soak.py` |",
+        "| metadata faults (GCE, EC2, IMDSv2 token) through the hook, and the client alone | `tests/reliability/test_metadata.py` |",
+        "| corrupt hosts: missing, empty, binary, huge, unreadable (as user nobody), looping files | `tests/reliability/test_corrupt.py` (generator: `ray_accel_ext/testing/corrupt.py`) |",
+        "| every parser and the adapter under hypothesis | `tests/reliability/test_properties.py` |",
+        "| label-key injection, shell text, path traversal, tools, credentials in records/logs | `tests/reliability/test_security.py` |",
+        "| real `ray start` per fault class | `tests/reliability/test_hook_ray.py` |",
+        "| 200 discoveries + 50 concurrent placements, leaks and split domains | `tests/reliability/test_soak.py` |",
         "",
         "Fault injection: `ray_accel_ext/testing/fake_metadata.py` (`FAULT_CLASSES`: delays, hangs, resets,",
         "429 with and without `Retry-After`, 5xx, truncated, oversized, HTML, binary and empty bodies, slow drip).",

@@ -24,7 +24,7 @@ fi
 mkdir -p artifacts
 echo "== pytest"
 python -m pytest tests -q -p no:cacheprovider --durations=15 --junitxml=artifacts/junit-tests.xml "$@"
-# The reliability table from this run (tests/test_reliability_*.py, tests/test_soak.py): fails on
+# The reliability table from this run (tests/test_reliability_*.py, tests/reliability/test_soak.py): fails on
 # any hang, crashed node start or invalid label; docs/reliability.md is the committed copy.
 python ci/fault_report.py --check --out artifacts/reliability.md
 if [ -x ci/conformance.sh ]; then

@@ -102,8 +102,9 @@ def _num(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
-def degraded_spec(reason: str | None = None) -> RayNodeSpec:
-    """The spec of a node whose discovery failed entirely: schema and ``discovery=degraded``."""
+def degraded_spec() -> RayNodeSpec:
+    """The spec of a node whose discovery failed entirely: schema and ``discovery=degraded`` (the
+    caller logs why)."""
     return RayNodeSpec(labels={L.SCHEMA: str(SCHEMA_VERSION), L.DISCOVERY: "degraded"})
 
 

@@ -24,8 +24,9 @@ from .discovery import discover
 from .host import host_from_env, open_host
 from .labels import DISCOVERY
 from .telemetry import discovery_event
+from .visibility import cap_to_visible
 
-__all__ = ["start_hook", "init", "node_spec", "cap_to_visible", "merge_into_params", "merge_into_init_kwargs"]
+__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs"]
 
 log = logging.getLogger("ray_accel_ext")
 
@@ -37,43 +38,6 @@ def _ensure_log_handler() -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s -- %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
-
-
-# The variables Ray's own managers read to cap a node's accelerator count (Ray raises at node
-# start when an explicit count exceeds what they list; resource_and_label_spec.py, see
-# reference/ray-2.60.md section 1). GPU: NVIDIA's and AMD's managers.
-VISIBLE_DEVICES_ENV = {
-    "GPU": ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"),
-    "TPU": ("TPU_VISIBLE_CHIPS",),
-    "neuron_cores": ("NEURON_RT_VISIBLE_CORES",),
-}
-
-
-def _visible_count(value: str) -> int:
-    # Ray's parsing: "" and "NoDevFiles" mean none, else a comma-separated list.
-    return 0 if value in ("", "NoDevFiles") else len(value.split(","))
-
-
-def cap_to_visible(spec: RayNodeSpec, environ: Mapping[str, str]) -> RayNodeSpec:
-    """``spec`` with accelerator counts cut to what the process's visible-devices variables allow.
-
-    A node started with ``CUDA_VISIBLE_DEVICES=0,1`` on an 8-GPU host offers 2 GPUs: Ray refuses
-    to start a node whose explicit count exceeds the visible list.
-    """
-    resources = dict(spec.resources)
-    for name, variables in VISIBLE_DEVICES_ENV.items():
-        if name not in resources:
-            continue
-        limits = [_visible_count(environ[v]) for v in variables if v in environ]
-        if limits and min(limits) < resources[name]:
-            log.warning(
-                "ray_accel_ext: %s capped from %g to %d by %s",
-                name, resources[name], min(limits), ", ".join(f"{v}={environ[v]!r}" for v in variables if v in environ),
-            )
-            resources[name] = float(min(limits))
-            if resources[name] == 0:
-                del resources[name]
-    return RayNodeSpec(resources=resources, labels=spec.labels)
 
 
 def node_spec(
@@ -97,12 +61,12 @@ def node_spec(
         else:
             host = host_from_env(environ, budget_s=budget_s)
         inventory = discover(host)
-        spec = cap_to_visible(to_ray_node(inventory), environ)
+        spec = cap_to_visible(to_ray_node(inventory), inventory, environ)
         discovery_event(inventory, spec)
         return spec
     except Exception as exc:  # noqa: BLE001 - the node must start whatever happened here
         log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s", type(exc).__name__, exc)
-        return degraded_spec(str(exc))
+        return degraded_spec()
 
 
 def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:

@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+from .cluster.nodes import node_views
 from .labels import (
     DISCOVERY,
     FABRIC_DOMAIN,
@@ -151,18 +152,14 @@ def reservation_released(level: str) -> None:
 
 
 def inventory_metrics(nodes) -> dict[tuple[str, str, str, str], int]:
-    """Set ``rayaccel_nodes`` from node labels (``NodeView``s or ``ray.nodes()`` dicts).
+    """Set ``rayaccel_nodes`` from node labels (``NodeView``s or ``ray.nodes()`` dicts, :mod:`ray_accel_ext.cluster.nodes`).
 
     Discovery itself runs in the ``ray start`` process before the node exists, where no Ray
     metric can be recorded; this publishes its results, as the nodes carry them, cluster-side.
     """
     counts: dict[tuple[str, str, str, str], int] = {}
-    for node in nodes:
-        labels = getattr(node, "labels", None)
-        if labels is None:
-            if not node.get("Alive", True):
-                continue
-            labels = node.get("Labels") or {}
+    for node in node_views(nodes):
+        labels = node.labels
         key = (
             _tag(labels.get(GENERATION)),
             _tag(labels.get(FABRIC_TOPOLOGY) or labels.get(TPU_TOPOLOGY)),

@@ -39,6 +39,7 @@ from typing import Any
 from ..hw.nics import is_rdma_nic_pci
 from ..registry import families, family_of_pci
 from ..telemetry import emit
+from .nodes import alive_nodes
 
 __all__ = [
     "DeviceRecord",
@@ -351,10 +352,8 @@ def start_node_monitors(source: str = "udev") -> dict[str, Any]:
 
     actor_cls = ray.remote(num_cpus=0)(_NodeMonitor)
     handles = {}
-    for node in ray.nodes():
-        if not node.get("Alive"):
-            continue
-        nid = node["NodeID"]
+    for node in alive_nodes():
+        nid = node.node_id
         handles[nid] = actor_cls.options(
             name=f"ray_accel_ext_health_{nid[:16]}",
             namespace=NAMESPACE,

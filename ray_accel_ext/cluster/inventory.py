@@ -36,6 +36,7 @@ from ..labels import (
     RACK,
 )
 from ..model import NodeInventory
+from .nodes import NodeView, alive_nodes, node_views
 
 __all__ = [
     "ClusterNode",
@@ -225,7 +226,7 @@ def _primary_fabric(inventory: NodeInventory | None):
 
 
 def assemble(
-    ray_nodes: Iterable[Mapping[str, Any]],
+    ray_nodes: Iterable[Mapping[str, Any] | NodeView],
     probes: Mapping[str, Mapping[str, Any] | str],
     pg_table: Mapping[str, Mapping[str, Any]],
     health: Mapping[str, Mapping[str, Any]] | None = None,
@@ -236,16 +237,12 @@ def assemble(
     node id, ``placement_group_table()`` and health marks per node id."""
     health = health or {}
     nodes: list[ClusterNode] = []
-    for raw in ray_nodes:
-        if not raw.get("Alive", False):
-            continue
-        node_id = raw["NodeID"]
-        labels = {str(k): str(v) for k, v in (raw.get("Labels") or {}).items()}
-        resources = {str(k): float(v) for k, v in (raw.get("Resources") or {}).items()}
+    for view in node_views(ray_nodes):
+        node_id = view.node_id
         probe = probes.get(node_id)
         inventory = None
         error = None
-        name = raw.get("NodeManagerHostname") or raw.get("NodeManagerAddress") or node_id[:12]
+        name = view.hostname
         if isinstance(probe, Mapping):
             try:
                 inventory = NodeInventory.from_dict(probe["inventory"])
@@ -254,13 +251,14 @@ def assemble(
             name = str(probe.get("hostname") or name)
         elif probe is not None:
             error = str(probe)
+        labels = dict(view.labels)
         node = ClusterNode(
             node_id=node_id,
-            address=str(raw.get("NodeManagerAddress", "")),
+            address=view.address,
             hostname=name,
-            is_head="node:__internal_head__" in resources,
+            is_head=view.is_head,
             labels=labels,
-            resources=resources,
+            resources=dict(view.resources),
             inventory=inventory,
             probe_error=error,
             health=dict(health[node_id]) if node_id in health else None,
@@ -386,8 +384,8 @@ class InventoryCollector:
         from ..compat import ray_version
         from .health import registry_marks
 
-        ray_nodes = [n for n in ray.nodes() if n.get("Alive")]
-        alive = {n["NodeID"] for n in ray_nodes}
+        ray_nodes = alive_nodes()
+        alive = {n.node_id for n in ray_nodes}
         self._probes = {k: v for k, v in self._probes.items() if k in alive}
         missing = [nid for nid in alive if nid not in self._probes or isinstance(self._probes[nid], str)]
         if missing:

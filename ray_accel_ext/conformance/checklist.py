@@ -79,6 +79,9 @@ ITEMS: tuple[Item, ...] = (
         "BaseRegistrationTests::test_xfails_file_valid",
         "BaseRegistrationTests::test_no_suite_test_overridden",
     )),
+    Item("hardware-data", "Hardware declared as data: PCI ids that match the recorded devices", (
+        "BaseDescriptionTests::test_devices_match_declared_pci_ids",
+    )),
     Item("ci", "A CI job that runs the suite, pinned to a ray_accel_ext release", ()),
 )
 

@@ -17,18 +17,33 @@ made once, without retries; API errors raise :class:`~ray_accel_ext.errors.Provi
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import ProviderRateLimited, ProviderServerError, ProviderTimeout
+from ..errors import (
+    ProviderError,
+    ProviderRateLimited,
+    ProviderServerError,
+    ProviderTimeout,
+)
+from ..host import Host
+from ..model import Location
 
-__all__ = ["ENABLE_ENV", "ENDPOINT_ENV", "InstanceTopology", "enabled", "boto3_available", "describe_instance_topology"]
+__all__ = [
+    "ENABLE_ENV", "ENDPOINT_ENV", "InstanceTopology", "enabled", "boto3_available", "describe_instance_topology",
+    "with_instance_topology",
+]
 
 ENABLE_ENV = "RAY_ACCEL_AWS_TOPOLOGY"
 ENDPOINT_ENV = "RAY_ACCEL_EC2_API_ENDPOINT"
 _THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException"}
+AWS_API_TIMEOUT_S = 1.0
+# Budget kept for reading sysfs and building the description after the network lookup.
+_DESCRIBE_RESERVE_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +136,57 @@ def describe_instance_topology(
                 capacity_block_id=item.get("CapacityBlockId") or None,
             )
     return None
+
+
+def with_instance_topology(host: Host, location: Location, problems: list[str]) -> Location:
+    """``location`` with cluster/block/rack from ``DescribeInstanceTopology`` when the lookup is
+    switched on (:data:`ENABLE_ENV`); what goes wrong is a problem line, never an exception.
+
+    boto3's import and credential chain are not bounded by the HTTP timeout, so the lookup runs in
+    a daemon thread and is abandoned while budget is left to describe the devices.
+    """
+    if not enabled(host.env):
+        return location
+    if not boto3_available():
+        problems.append(f"{ENABLE_ENV} is set but boto3 (the [aws] extra) is not installed")
+        return location
+    try:
+        instance_id = host.metadata.imds("instance-id")
+    except ProviderError as exc:
+        problems.append(f"EC2 IMDS instance-id: {exc.reason()}")
+        return location
+    if not instance_id or not location.region:
+        problems.append("DescribeInstanceTopology skipped: instance id or region unknown")
+        return location
+    outcome: dict[str, object] = {}
+
+    def lookup() -> None:
+        try:
+            outcome["topology"] = describe_instance_topology(
+                host.env,
+                instance_id=instance_id.strip(),
+                region=location.region or "",
+                timeout_s=min(AWS_API_TIMEOUT_S, host.deadline.remaining() / 2),
+            )
+        except Exception as exc:  # noqa: BLE001 - reported below, never raised into discovery
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=lookup, name="ray-accel-ec2-topology", daemon=True)
+    worker.start()
+    worker.join(max(0.0, host.deadline.remaining() - _DESCRIBE_RESERVE_S))
+    if worker.is_alive():
+        problems.append("DescribeInstanceTopology: no answer within the discovery budget (boto3 import, "
+                        "credentials or the API); rack/block/cluster left unknown")
+        return location
+    error = outcome.get("error")
+    if isinstance(error, ProviderError):
+        problems.append(f"{type(error).__name__}: {error.message}")
+        return location
+    if error is not None:
+        problems.append(f"DescribeInstanceTopology: {type(error).__name__}: {error}")
+        return location
+    topo = outcome.get("topology")
+    if not isinstance(topo, InstanceTopology):
+        return location
+    cluster, block, rack = topo.levels()
+    return dataclasses.replace(location, cluster=cluster, block=block, rack=rack)

@@ -29,7 +29,6 @@ Point clients at them with ``GCE_METADATA_HOST=127.0.0.1:<port>`` and
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -271,13 +270,3 @@ class MetadataServers:
             if s is not None:
                 out.update(s.env())
         return out
-
-
-def wait_until(predicate, timeout_s: float = 5.0, interval_s: float = 0.02) -> bool:
-    """Poll ``predicate`` until true or ``timeout_s`` passes."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return bool(predicate())

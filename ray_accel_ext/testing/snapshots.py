@@ -1,6 +1,7 @@
 """Host snapshots: recorded machines that discovery runs against without the hardware.
 
-The format is :mod:`ray_accel_ext.host.snapshot`'s. Use :func:`run_snapshot` to discover one (metadata servers started and stopped around it), and
+The format is :mod:`ray_accel_ext.host.snapshot`'s. Use :func:`run_snapshot` to discover one
+(metadata servers started and stopped around it), and
 ``python -m ray_accel_ext.testing.snapshots --update DIR...`` to rewrite goldens after a reviewed
 change.
 """

@@ -20,9 +20,11 @@ import os
 import shutil
 from pathlib import Path
 
+from tests.support.paths import HOSTS
+
 __all__ = ["SNAPSHOTS", "GB200_TRAY", "V6E_4X4_WORKER", "gb200_domain", "tpu_slice", "add_in_batches"]
 
-SNAPSHOTS = Path(__file__).resolve().parents[2] / "tests" / "data" / "hosts"
+SNAPSHOTS = HOSTS
 GB200_TRAY = SNAPSHOTS / "nvidia_gpu" / "gb200-nvl72-tray"
 V6E_4X4_WORKER = SNAPSHOTS / "tpu" / "gke-v6e-4x4-worker0"
 

@@ -10,7 +10,7 @@ passes through), and its endpoint constant at a loopback metadata fake. It then 
 ``env.json`` as the environment, and returns the TPU part of what Ray would give the node.
 
 This patches Ray's *transport and file access*, never our code, and restores everything on exit.
-Used by ``tests/test_tpu_ray_parity.py`` and ``benchmarks/tpu_metadata.py``.
+Used by ``tests/backends/tpu/test_ray_parity.py`` and ``benchmarks/tpu_metadata.py``.
 """
 
 from __future__ import annotations

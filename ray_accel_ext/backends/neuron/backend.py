@@ -19,25 +19,21 @@ default: 2 on Trainium2). Core ``c`` belongs to device ``c // cores_per_device``
 
 from __future__ import annotations
 
-import dataclasses
-import threading
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from ...backend import AcceleratorBackend, Capabilities, PciId
-from ...errors import CommandError, HostReadError, ProviderError
+from ...errors import CommandError, HostReadError
 from ...host import Host
 from ...hw import aws_topology
-from ...hw.cloud import aws_location, host_fabric
+from ...hw.cloud import aws_location
 from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
 from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
-from ...model import Device, Fabric, Link, Location, NodeDescription, Sku
+from ...model import Device, Location, NodeDescription, Sku
 from .read import (
-    CLASS_DIR,
     VIRTUAL_DIR,
     LsDevice,
     SysfsDevice,
-    UltraServerIds,
     device_numbers,
     parse_core_list,
     parse_neuron_ls,
@@ -46,6 +42,7 @@ from .read import (
     run_neuron_ls,
 )
 from .skus import Generation, NeuronTable, load_table
+from .topology import fabric_of, links_of, note_unreadable, with_coords
 
 __all__ = ["NeuronBackend", "core_ids", "NEURON_LS_TIMEOUT_S", "LNC_ENV", "VISIBLE_CORES_ENV", "CORES_PER_DEVICE_ENV"]
 
@@ -55,9 +52,6 @@ CORES_PER_DEVICE_ENV = "RAY_ACCEL_NEURON_CORES_PER_DEVICE"
 # neuron-ls gets at most this long, and never more than half of what is left of the discovery
 # budget, so that a hanging tool still leaves time to describe the node from sysfs.
 NEURON_LS_TIMEOUT_S = 1.5
-AWS_API_TIMEOUT_S = 1.0
-# Budget kept for reading sysfs and building the description after the network lookups.
-_DESCRIBE_RESERVE_S = 0.5
 _PREFIX = "neuron.rayaccel.io"
 
 
@@ -117,7 +111,7 @@ class NeuronBackend(AcceleratorBackend):
                 f"{len(numbers)} found by {'neuron-ls' if ls else 'PCI scan'}"
             )
         location = aws_location(host, problems)
-        location = _with_network_topology(host, location, problems)
+        location = aws_topology.with_instance_topology(host, location, problems)
 
         bdfs = _bdfs(numbers, ls, functions)
         if ls is None and len(numbers) > 1:
@@ -152,11 +146,11 @@ class NeuronBackend(AcceleratorBackend):
                 )
             )
 
-        links = _links(numbers, sysfs, ls, gen, table, problems)
+        links = links_of(numbers, sysfs, ls, gen, table, problems)
         us = read_ultraserver(host, problems)
-        fabric = _fabric(host, table, location.instance_type, us, gen, len(devices), problems)
-        devices = _with_coords(devices, links, fabric)
-        _note_unreadable(sysfs, ls, gen, links, problems)
+        fabric = fabric_of(host, table, location.instance_type, us, gen, len(devices), problems)
+        devices = with_coords(devices, links, fabric)
+        note_unreadable(sysfs, ls, gen, links, problems)
         quantity = _visible_quantity(host.env, sum(d.cores or 0 for d in devices), problems)
 
         return NodeDescription(
@@ -251,56 +245,6 @@ def _neuron_ls(host: Host, problems: list[str]) -> tuple[dict[int, LsDevice] | N
         return None, False
 
 
-def _with_network_topology(host: Host, location: Location, problems: list[str]) -> Location:
-    if not aws_topology.enabled(host.env):
-        return location
-    if not aws_topology.boto3_available():
-        problems.append(f"{aws_topology.ENABLE_ENV} is set but boto3 (the [aws] extra) is not installed")
-        return location
-    try:
-        instance_id = host.metadata.imds("instance-id")
-    except ProviderError as exc:
-        problems.append(f"EC2 IMDS instance-id: {exc.reason()}")
-        return location
-    if not instance_id or not location.region:
-        problems.append("DescribeInstanceTopology skipped: instance id or region unknown")
-        return location
-    # boto3's import and credential chain are not bounded by the HTTP timeout: run the lookup in
-    # its own thread and stop waiting while there is still budget to describe the devices.
-    outcome: dict[str, object] = {}
-
-    def lookup() -> None:
-        try:
-            outcome["topology"] = aws_topology.describe_instance_topology(
-                host.env,
-                instance_id=instance_id.strip(),
-                region=location.region or "",
-                timeout_s=min(AWS_API_TIMEOUT_S, host.deadline.remaining() / 2),
-            )
-        except Exception as exc:  # noqa: BLE001 - reported below, never raised into discovery
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=lookup, name="ray-accel-ec2-topology", daemon=True)
-    worker.start()
-    worker.join(max(0.0, host.deadline.remaining() - _DESCRIBE_RESERVE_S))
-    if worker.is_alive():
-        problems.append("DescribeInstanceTopology: no answer within the discovery budget (boto3 import, "
-                        "credentials or the API); rack/block/cluster left unknown")
-        return location
-    error = outcome.get("error")
-    if isinstance(error, ProviderError):
-        problems.append(f"{type(error).__name__}: {error.message}")
-        return location
-    if error is not None:
-        problems.append(f"DescribeInstanceTopology: {type(error).__name__}: {error}")
-        return location
-    topo = outcome.get("topology")
-    if not isinstance(topo, aws_topology.InstanceTopology):
-        return location
-    cluster, block, rack = topo.levels()
-    return dataclasses.replace(location, cluster=cluster, block=block, rack=rack)
-
-
 def _bdfs(numbers: list[int], ls: dict[int, LsDevice] | None, functions: dict[str, str]) -> dict[int, str]:
     if ls is not None:
         return {n: ls[n].bdf for n in numbers if n in ls and ls[n].bdf}
@@ -379,73 +323,6 @@ def _physical_cores(gen: Generation | None, sysdev: SysfsDevice | None, entry: L
     if gen is not None:
         return gen.physical_cores_per_device
     return None
-
-
-def _links(numbers: list[int], sysfs: dict[int, SysfsDevice], ls: dict[int, LsDevice] | None,
-           gen: Generation | None, table: NeuronTable, problems: list[str]) -> tuple[Link, ...]:
-    kind = gen.interconnect if gen and gen.interconnect else "neuronlink"
-    index = {n: i for i, n in enumerate(numbers)}
-    neighbours: dict[int, tuple[int, ...]] | None = None
-    if numbers and all(n in sysfs and sysfs[n].connected is not None for n in numbers):
-        neighbours = {n: sysfs[n].connected or () for n in numbers}
-    elif ls is not None and all(n in ls and ls[n].connected is not None for n in numbers):
-        neighbours = {n: ls[n].connected or () for n in numbers}
-    elif gen is not None and gen.name in table.torus_neighbors and len(numbers) == len(table.torus_neighbors[gen.name]):
-        neighbours = dict(zip(numbers, table.torus_neighbors[gen.name]))
-    if neighbours is None:
-        return ()
-    pairs = {
-        (min(index[a], index[b]), max(index[a], index[b]))
-        for a, peers in neighbours.items()
-        for b in peers
-        if b in index and b != a
-    }
-    return tuple(Link(a=a, b=b, kind=kind) for a, b in sorted(pairs))
-
-
-def _note_unreadable(sysfs: dict[int, SysfsDevice], ls: dict[int, LsDevice] | None, gen: Generation | None,
-                     links: tuple[Link, ...], problems: list[str]) -> None:
-    """Root-only files degrade the description only when no other source covered them."""
-    for dev in sysfs.values():
-        for line in dev.unreadable:
-            path = line.split(":", 1)[0]
-            if path.endswith("/core_count") and (ls is not None or gen is not None):
-                continue  # neuron-ls nc_count or the generation's physical core count stands in
-            if path.endswith("/connected_devices") and (links or len(sysfs) <= 1):
-                continue  # neuron-ls or the driver's own table gave the neighbours
-            if path.endswith("/device_name") and gen is not None:
-                continue
-            problems.append(line)
-
-
-def _fabric(host: Host, table: NeuronTable, instance_type: str | None, us: UltraServerIds | None,
-            gen: Generation | None, n_devices: int, problems: list[str]) -> Fabric:
-    inst = table.instance(instance_type)
-    plane = "4x4" if gen is not None and gen.topology == "2d-torus" and n_devices == 16 else None
-    if us is not None:
-        topology = inst.ultraserver_topology if inst and inst.ultraserver_topology and us.hosts == 4 else None
-        if topology is None and plane:
-            topology = f"{plane}x{us.hosts}"
-        return Fabric(kind="ultraserver", id=us.server_id, hosts=us.hosts, worker=us.node_id,
-                      topology=topology, product=instance_type)
-    if inst is not None and inst.ultraserver_hosts:
-        problems.append(
-            f"{instance_type} is an UltraServer instance but {CLASS_DIR}/server_id_4 gives no server id; "
-            "describing the host as its own domain"
-        )
-    return dataclasses.replace(host_fabric(host, problems), topology=plane, product=instance_type)
-
-
-def _with_coords(devices: list[Device], links: tuple[Link, ...], fabric: Fabric) -> list[Device]:
-    """(row, col) in the 4x4 torus (+ the UltraServer node id) when the links are exactly that torus."""
-    if len(devices) != 16 or not links:
-        return devices
-    torus = {tuple(sorted((i, (i // 4) * 4 + (i + 1) % 4))) for i in range(16)}
-    torus |= {tuple(sorted((i, (i + 4) % 16))) for i in range(16)}
-    if {(l.a, l.b) for l in links} != torus:
-        return devices
-    extra = (fabric.worker,) if fabric.kind == "ultraserver" else ()
-    return [dataclasses.replace(d, coords=(d.index // 4, d.index % 4, *extra)) for d in devices]
 
 
 def _visible_quantity(env: Mapping[str, str], total: int, problems: list[str]) -> int:

@@ -138,7 +138,7 @@ def build_h100() -> None:
     nic = 0
     for base, socket in H100_COMPLEXES:
         rc = f"pci0000:{base:02x}"
-        b = lambda off: f"0000:{base + off:02x}"  # noqa: E731 - bus number helper
+        b = lambda off, base=base: f"0000:{base + off:02x}"  # noqa: E731 - bus number helper
         root = f"{b(0)}:01.0"
         t.function(rc, [root], INTEL, "0x352a", BRIDGE, numa=socket)
         usp = f"{b(1)}:00.0"

@@ -8,7 +8,6 @@ from ray_accel_ext.conformance.base import (
     BaseRegistrationTests,
     BaseVisibilityTests,
 )
-
 from ray_accel_ext_amd import AMDGPUBackend
 
 

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from ray_accel_ext.backend import AcceleratorBackend, Capabilities
 from ray_accel_ext.errors import HostReadError
 from ray_accel_ext.host import Host
-from ray_accel_ext.model import Device, Fabric, Link, NodeDescription
 from ray_accel_ext.hw.nics import list_rdma_nics, nearest_nics, pcie_switch_of
 from ray_accel_ext.hw.pci import read_function
+from ray_accel_ext.model import Device, Fabric, Link, NodeDescription
 
 from . import kfd
 from .skus import sku_for
@@ -33,6 +33,8 @@ class AMDGPUBackend(AcceleratorBackend):
     resource_name = "GPU"
     label_prefix = "amd.com"
     visible_devices_env_var = ROCR
+    # Ray 2.60's AMD manager caps the node by HIP_VISIBLE_DEVICES; ROCr restricts the process too.
+    node_start_env_vars = (HIP, ROCR)
     capabilities = Capabilities(
         topology_links=True, nic_affinity=True, numa_affinity=True, fabric_domains=True, device_visibility=True
     )

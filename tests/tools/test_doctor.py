@@ -1,0 +1,199 @@
+"""``ray-accel doctor`` names the cause of each kind of damage, with a fix.
+
+Each test builds a damaged copy of a recorded snapshot in a temp dir (a missing driver file or
+library reading, a corrupt sysfs file, a missing tool, metadata that hangs / answers 429 / resets
+/ refuses the IMDSv2 token) or a damaged Python environment (a broken vendor backend, a Ray
+outside the tested range: real ``*.dist-info`` metadata on ``sys.path``), runs the CLI on it and
+checks the finding.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ray_accel_ext.testing.snapshots import serve_snapshot
+from ray_accel_ext.tools.cli import main
+from tests.support.paths import HOSTS
+
+H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
+NO_ACCEL = HOSTS / "nvidia_gpu" / "no-accelerators"
+TRN2 = HOSTS / "neuron" / "trn2-48xlarge"
+INF2 = HOSTS / "neuron" / "inf2-xlarge"
+V5E = HOSTS / "tpu" / "gce-v5litepod-8-single-host"
+
+
+def _need(*snapshots: Path) -> None:
+    missing = [s.name for s in snapshots if not s.is_dir()]
+    assert not missing, f"snapshot(s) missing: {missing}"
+
+
+def _copy(snapshot: Path, tmp_path: Path) -> Path:
+    _need(snapshot)
+    dst = tmp_path / snapshot.name
+    shutil.copytree(snapshot, dst, symlinks=True)
+    return dst
+
+
+def _doctor(snapshot: Path, monkeypatch, capsys, **env: str) -> tuple[int, dict]:
+    # generous limits: the machine may be busy, and only the fault tests want a timeout
+    monkeypatch.setenv("RAY_ACCEL_BUDGET_S", "6")
+    monkeypatch.setenv("RAY_ACCEL_METADATA_TIMEOUT_S", "2")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with serve_snapshot(snapshot) as served:
+        for key in ("GCE_METADATA_HOST", "AWS_EC2_METADATA_SERVICE_ENDPOINT"):
+            if key in served:
+                monkeypatch.setenv(key, served[key])
+            else:
+                monkeypatch.delenv(key, raising=False)
+        rc = main(["doctor", "--root", str(snapshot), "--format", "json"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def _by_cause(report: dict) -> dict[str, dict]:
+    return {f["cause"]: f for f in report["findings"]}
+
+
+def _set_metadata_fault(snapshot: Path, kind: str, fault: dict) -> None:
+    path = snapshot / "metadata.json"
+    spec = json.loads(path.read_text())
+    spec[f"{kind}_faults"] = {"*": fault}
+    path.write_text(json.dumps(spec))
+
+
+def test_healthy_snapshot_has_no_errors(monkeypatch, capsys):
+    _need(H100)
+    rc, report = _doctor(H100, monkeypatch, capsys)
+    assert rc == 0 and report["healthy"] and report["devices"] == 8
+    assert [f for f in report["findings"] if f["severity"] == "error"] == []
+
+
+def test_no_accelerators_at_all(monkeypatch, capsys):
+    _need(NO_ACCEL)
+    rc, report = _doctor(NO_ACCEL, monkeypatch, capsys)
+    assert rc == 0
+    assert "no PCI function of a known accelerator" in _by_cause(report)["no-accelerators"]["message"]
+
+
+def test_missing_nvidia_driver(tmp_path, monkeypatch, capsys):
+    snap = _copy(H100, tmp_path)
+    (snap / "libraries" / "nvml.json").unlink()  # no driver: NVML cannot be read either
+    rc, report = _doctor(snap, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert rc == 1
+    assert "/proc/driver/nvidia/version is missing" in found["driver-missing"]["message"]
+    assert "modprobe nvidia" in found["driver-missing"]["message"]
+    assert found["driver-missing"]["backend"] == "nvidia_gpu"
+
+
+def test_driver_loaded_but_nvml_library_missing(tmp_path, monkeypatch, capsys):
+    snap = _copy(H100, tmp_path)
+    (snap / "libraries" / "nvml.json").unlink()
+    version = snap / "rootfs/proc/driver/nvidia/version"
+    version.parent.mkdir(parents=True)
+    version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15\n")
+    rc, report = _doctor(snap, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert "driver-missing" not in found
+    assert "nvidia-ml-py" in found["library-missing"]["message"] and found["library-missing"]["severity"] == "warning"
+
+
+def test_unreadable_sysfs_file(tmp_path, monkeypatch, capsys):
+    snap = _copy(H100, tmp_path)
+    gpu = sorted((snap / "rootfs/sys/bus/pci/devices").iterdir())
+    victim = next(p for p in gpu if (p / "vendor").read_text().strip() == "0x10de")
+    (victim / "vendor").resolve().write_bytes(b"\x00\xff\x00garbage")
+    rc, report = _doctor(snap, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert rc == 1
+    assert f"/sys/bus/pci/devices/{victim.name}/vendor" in found["file-unreadable"]["message"]
+    assert "binary content" in found["file-unreadable"]["message"]
+
+
+def test_missing_tool(tmp_path, monkeypatch, capsys):
+    snap = _copy(TRN2, tmp_path)
+    (snap / "commands" / "neuron-ls.json").write_text(json.dumps({"missing": True}))
+    rc, report = _doctor(snap, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert rc == 1 and found["tool-missing"]["backend"] == "neuron"
+    assert "neuron-ls" in found["tool-missing"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause"),
+    [({"hang": True}, "metadata-timeout"), ({"status": 429, "retry_after": "0"}, "metadata-rate-limited"),
+     ({"reset": True}, "metadata-unreachable")],
+    ids=["timeout", "429", "unreachable"],
+)
+def test_gce_metadata_faults(fault, cause, tmp_path, monkeypatch, capsys):
+    snap = _copy(V5E, tmp_path)
+    _set_metadata_fault(snap, "gce", fault)
+    rc, report = _doctor(snap, monkeypatch, capsys, RAY_ACCEL_METADATA_TIMEOUT_S="0.3")
+    found = _by_cause(report)
+    assert cause in found, report["findings"]
+    assert rc == (1 if any(f["severity"] == "error" for f in report["findings"]) else 0)
+    assert found[cause]["backend"] == "tpu" and "metadata" in found[cause]["message"]
+
+
+def test_imds_token_refused(tmp_path, monkeypatch, capsys):
+    snap = _copy(INF2, tmp_path)
+    spec = json.loads((snap / "metadata.json").read_text())
+    spec["ec2_faults"] = {"api/token": {"status": 403}}
+    (snap / "metadata.json").write_text(json.dumps(spec))
+    rc, report = _doctor(snap, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert rc == 1
+    assert "hop-limit" in found["metadata-token-refused"]["fix"]
+
+
+def _dist_info(where: Path, name: str, version: str, entry_points: str = "") -> None:
+    info = where / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    if entry_points:
+        (info / "entry_points.txt").write_text(entry_points)
+
+
+def test_ray_version_outside_tested_range(tmp_path, monkeypatch, capsys):
+    _need(H100)
+    _dist_info(tmp_path / "site", "ray", "2.59.0")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    rc, report = _doctor(H100, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert report["ray_version"] == "2.59.0"
+    assert "Ray 2.59.0 is outside the range" in found["ray-version"]["message"]
+    assert "2.60.x" in found["ray-version"]["fix"]
+
+
+def test_backend_that_fails_to_load(tmp_path, monkeypatch, capsys):
+    _need(H100)
+    _dist_info(tmp_path / "site", "acme_broken", "1.0",
+               "[ray_accel_ext.backends]\nacme_npu = ray_accel_ext_acme_missing:AcmeBackend\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    rc, report = _doctor(H100, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert rc == 1
+    assert found["backend-load"]["backend"] == "acme_npu"
+    assert "acme_broken 1.0" in found["backend-load"]["message"] and "RAY_ACCEL_DISABLE" in found["backend-load"]["fix"]
+    assert report["devices"] == 8  # the other backends still found the GPUs
+
+
+def test_backend_switched_off(monkeypatch, capsys):
+    _need(H100)
+    rc, report = _doctor(H100, monkeypatch, capsys, RAY_ACCEL_DISABLE="nvidia_gpu")
+    found = _by_cause(report)
+    assert "switched off by RAY_ACCEL_DISABLE" in found["backend-disabled"]["message"]
+    assert report["devices"] == 0
+
+
+def test_table_output_explains_with_fix(tmp_path, monkeypatch, capsys):
+    snap = _copy(H100, tmp_path)
+    (snap / "libraries" / "nvml.json").unlink()
+    monkeypatch.setenv("RAY_ACCEL_BUDGET_S", "2")
+    assert main(["doctor", "--root", str(snap)]) == 1
+    out = capsys.readouterr().out
+    assert "[ERROR] driver-missing" in out and "fix: install and load the kernel driver" in out
