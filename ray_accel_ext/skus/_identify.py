@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from . import pciids, ray_names
 from ._schema import Entry
 
-__all__ = ["Identity", "VENDORS", "memory_gib_from_bytes", "sku_slug", "identify"]
+__all__ = ["VENDORS", "Identity", "identify", "memory_gib_from_bytes", "sku_slug"]
 
 _GIB = 1 << 30
 # PCI vendor id -> the vendor word used in SKU slugs and rayaccel.io/vendor (pci.ids vendor lines).

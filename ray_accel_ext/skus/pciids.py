@@ -18,16 +18,16 @@ from pathlib import Path
 from types import MappingProxyType
 
 __all__ = [
-    "MAX_BYTES",
     "HOST_PATHS",
-    "PciIdsError",
+    "MAX_BYTES",
     "PciDevice",
     "PciIds",
-    "parse",
-    "load",
-    "host_pci_ids",
+    "PciIdsError",
     "host_device_name",
+    "host_pci_ids",
+    "load",
     "norm_id",
+    "parse",
 ]
 
 MAX_BYTES = 16 << 20  # the 2026 file is 1.6 MiB

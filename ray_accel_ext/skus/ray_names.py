@@ -19,14 +19,14 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "NVIDIA_GPU_NAME_PATTERN",
     "AMD_PRODUCTS",
     "AWS_NEURON_CORE",
-    "nvidia_accelerator_type",
+    "NVIDIA_GPU_NAME_PATTERN",
     "amd_accelerator_type",
-    "tpu_accelerator_type",
-    "neuron_accelerator_type",
     "hpu_accelerator_type",
+    "neuron_accelerator_type",
+    "nvidia_accelerator_type",
+    "tpu_accelerator_type",
 ]
 
 # ray/_private/accelerators/nvidia_gpu.py (2.60.0)
