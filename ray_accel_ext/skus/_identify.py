@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -28,9 +27,8 @@ def memory_gib_from_bytes(total_bytes: int | None, *, ecc_reserve: bool = False)
     """
     if total_bytes is None or isinstance(total_bytes, bool) or not isinstance(total_bytes, int) or total_bytes <= 0:
         return None
-    total = total_bytes * 16 / 15 if ecc_reserve else total_bytes
-    # A hair of tolerance so that an exact 15/16 carve-out does not round up one GiB too far.
-    return max(1, math.ceil(total / _GIB - 1e-3))
+    total = total_bytes * 16 // 15 if ecc_reserve else total_bytes
+    return -(-total // _GIB)  # integer ceiling: no float rounding at exact GiB
 
 
 def sku_slug(name: str | None) -> str | None:
