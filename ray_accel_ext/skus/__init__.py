@@ -131,6 +131,8 @@ def identify(
     ``unknown`` and memory comes from ``memory_bytes`` (:func:`memory_gib_from_bytes`). The
     Ray type is what Ray 2.60 derives on that host: for NVIDIA from the NVML name (none without
     one and no entry, as Ray without NVML), for AMD from Ray's device-id table, else the entry's.
+    Raises ValueError when ``vendor_id`` or ``device_id`` is not a 16-bit PCI id (a corrupted
+    sysfs file): callers decide how to report that device.
     """
     vid, did = norm_id(vendor_id), norm_id(device_id)
     return _identify(lookup(vid, did, subsystem), vid, did, _subsystem(subsystem),
