@@ -1,0 +1,126 @@
+"""Reading the built-in SKU files and the extra ones, into one :class:`Database`.
+
+Precedence, lowest first: the built-in files, then ``SYSTEM_DIR``, then the directories of
+``RAY_ACCEL_SKU_DIR`` from last to first (so the first one listed wins). Within a directory,
+``*.json`` files are read in name order and a later file wins. An entry replaces any earlier
+entry with the same ``(vendor_id, device_id, subsystem)``. A file that cannot be read or does
+not follow the schema is skipped as a whole and reported; loading never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ._schema import Entry, LeftOut, SkuFile, SkuFileError, validate
+
+__all__ = ["BUILTIN_FAMILIES", "ENV_VAR", "MAX_FILES_PER_DIR", "MAX_FILE_BYTES", "SYSTEM_DIR", "Database", "check_file", "extra_dirs", "load"]
+
+ENV_VAR = "RAY_ACCEL_SKU_DIR"
+SYSTEM_DIR = Path("/etc/ray_accel_ext/skus.d")
+BUILTIN_FAMILIES = ("nvidia", "amd", "tpu", "neuron", "gaudi")
+MAX_FILE_BYTES = 1 << 20
+MAX_FILES_PER_DIR = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    """Every entry after precedence, the left-out ids, pci.ids scope patterns and the problems."""
+
+    entries: Mapping[tuple[str, str, str | None], Entry]
+    left_out: tuple[LeftOut, ...]
+    scope: Mapping[str, tuple]
+    problems: tuple[str, ...]
+    files: tuple[str, ...]
+
+
+def extra_dirs(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """The extra directories in precedence order (highest first): ``RAY_ACCEL_SKU_DIR``'s, then ``SYSTEM_DIR``."""
+    env = os.environ if env is None else env
+    listed = [Path(p) for p in env.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
+    return (*listed, SYSTEM_DIR)
+
+
+def check_file(path: str | os.PathLike[str]) -> SkuFile:
+    """Read and validate one extra file; raises :class:`SkuFileError` naming the file and field."""
+    p = Path(path)
+    origin = str(p)
+    try:
+        with p.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SkuFileError(origin, "", f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SkuFileError(origin, "", f"larger than {MAX_FILE_BYTES} bytes")
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SkuFileError(origin, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise SkuFileError(origin, "", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    return validate(raw, origin)
+
+
+def _builtin() -> list[SkuFile | str]:
+    out: list[SkuFile | str] = []
+    base = resources.files(__package__).joinpath("data")
+    for family in BUILTIN_FAMILIES:
+        origin = f"builtin:{family}.json"
+        try:
+            out.append(validate(json.loads(base.joinpath(f"{family}.json").read_text(encoding="utf-8")), origin))
+        except (OSError, ValueError) as exc:  # SkuFileError and JSONDecodeError are ValueErrors
+            out.append(f"skus: {exc if isinstance(exc, SkuFileError) else f'{origin}: {exc}'}; file ignored")
+    return out
+
+
+def _directory(directory: Path) -> list[SkuFile | str]:
+    try:
+        names = sorted(p for p in directory.iterdir() if p.suffix == ".json")
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        return [f"skus: {directory}: cannot list: {exc.strerror or exc}; directory ignored"]
+    out: list[SkuFile | str] = []
+    if len(names) > MAX_FILES_PER_DIR:
+        out.append(f"skus: {directory}: {len(names)} files, only the first {MAX_FILES_PER_DIR} by name are read")
+        names = names[:MAX_FILES_PER_DIR]
+    for path in names:
+        try:
+            out.append(check_file(path))
+        except SkuFileError as exc:
+            out.append(f"skus: {exc}; file ignored")
+    return out
+
+
+def load(env: Mapping[str, str] | None = None) -> Database:
+    """Build the database from the built-in files and the extra directories."""
+    loaded = _builtin()
+    for directory in reversed(extra_dirs(env)):
+        loaded.extend(_directory(directory))
+    entries: dict[tuple[str, str, str | None], Entry] = {}
+    left_out: dict[tuple[str, str], LeftOut] = {}
+    scope: dict[str, list] = {}
+    problems: list[str] = []
+    files: list[str] = []
+    for item in loaded:
+        if isinstance(item, str):
+            problems.append(item)
+            continue
+        files.append(item.origin)
+        for entry in item.entries:
+            entries[entry.key] = entry
+        for lo in item.left_out:
+            left_out[(lo.vendor_id, lo.device_id)] = lo
+        for vendor_id, patterns in item.scope:
+            scope.setdefault(vendor_id, []).extend(patterns)
+    return Database(
+        entries=entries,
+        left_out=tuple(left_out.values()),
+        scope={k: tuple(v) for k, v in scope.items()},
+        problems=tuple(problems),
+        files=tuple(files),
+    )
