@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from ray_accel_ext import skus
-from ray_accel_ext.backends import _neuron_skus, tpu_topology
+from ray_accel_ext.backends.neuron import skus as _neuron_skus
+from ray_accel_ext.backends.tpu import topology as tpu_topology
 from ray_accel_ext.labels import is_valid_value
 
 ROOT = Path(__file__).parents[2]
-OLD_NVIDIA = json.loads((ROOT / "ray_accel_ext/skus/nvidia.json").read_text())["devices"]
+OLD_NVIDIA = json.loads((ROOT / "ray_accel_ext/backends/nvidia_gpu/skus.json").read_text())["devices"]
 GOLDENS = sorted(ROOT.glob("tests/data/hosts/*/*/expected.json"))
 
 
