@@ -87,7 +87,7 @@ LEVELS: Mapping[str, str] = MappingProxyType({"fabric": FABRIC_DOMAIN, "rack": R
 
 # Ray 2.60 TPUAcceleratorManager.is_valid_tpu_accelerator_type
 # (ray-project/ray python/ray/_private/accelerators/tpu.py).
-_RAY_POD_TYPE_RE = re.compile(r"^(v|tpu)\d+[a-zA-Z]*-\d+$")
+_RAY_POD_TYPE_RE = re.compile(r"^(v|tpu)\d+[a-zA-Z]*-\d+$", re.ASCII)  # \d: ASCII digits only
 
 
 def normalize_tpu_type(text: str) -> str:

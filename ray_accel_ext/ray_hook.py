@@ -8,6 +8,11 @@
 
 Both merge with what the user passed, the user's keys winning. Neither ever makes the node fail:
 any error ends in a node labelled ``rayaccel.io/discovery=degraded`` and a log line with the cause.
+
+Neither can hang it either: :func:`node_spec` runs discovery on a daemon thread and waits for it
+at most the discovery budget plus :data:`HOOK_GRACE_S`; discovery itself returns at the budget
+(``ray_accel_ext.discovery``), so the grace is only ever used by something unforeseen, which then
+ends in a degraded node instead of a stuck ``ray start``.
 """
 
 from __future__ import annotations
@@ -15,20 +20,28 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from .adapter import RayNodeSpec, degraded_spec, to_ray_node
 from .compat import is_tested_ray, ray_version, tested_range_text
-from .discovery import discover
+from .discovery import discover_node
 from .host import host_from_env, open_host
+from .host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
 from .labels import DISCOVERY
-from .telemetry import discovery_event
+from .redact import redact
+from .telemetry import discovery_event, emit
+from .values import setting
 from .visibility import cap_to_visible
 
-__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs"]
+__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs", "HOOK_GRACE_S"]
 
 log = logging.getLogger("ray_accel_ext")
+
+#: how long past the discovery budget the hook waits for discovery to hand over its answer
+HOOK_GRACE_S = 0.75
 
 
 def _ensure_log_handler() -> None:
@@ -55,18 +68,47 @@ def node_spec(
     """
     _ensure_log_handler()
     environ = os.environ if environ is None else environ
-    try:
-        if root is not None:
-            host = open_host(root, environ=environ, budget_s=budget_s)
-        else:
-            host = host_from_env(environ, budget_s=budget_s)
-        inventory = discover(host)
-        spec = cap_to_visible(to_ray_node(inventory), inventory, environ)
-        discovery_event(inventory, spec)
-        return spec
-    except Exception as exc:  # noqa: BLE001 - the node must start whatever happened here
-        log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s", type(exc).__name__, exc)
+    if budget_s is None:
+        budget_s = setting(environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(_discover_spec(root, budget_s, environ))
+        except BaseException as exc:  # noqa: BLE001 - the node must start whatever happened here
+            box.append(exc)
+
+    worker = threading.Thread(target=run, name="ray-accel-discovery", daemon=True)
+    worker.start()
+    worker.join(budget_s + HOOK_GRACE_S)
+    if not box:
+        log.error("ray_accel_ext discovery did not finish within its %gs budget (+%gs); starting the node degraded",
+                  budget_s, HOOK_GRACE_S)
         return degraded_spec()
+    if isinstance(box[0], BaseException):
+        log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s",
+                  type(box[0]).__name__, redact(_text(box[0])))
+        return degraded_spec()
+    return box[0]
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        return "<unprintable>"
+
+
+def _discover_spec(root: Any, budget_s: float, environ: Mapping[str, str]) -> RayNodeSpec:
+    if root is not None:
+        host = open_host(root, environ=environ, budget_s=budget_s)
+    else:
+        host = host_from_env(environ, budget_s=budget_s)
+    found = discover_node(host)
+    inventory = found.inventory
+    spec = cap_to_visible(to_ray_node(inventory), inventory, environ, classes=found.backends)
+    discovery_event(inventory, spec)
+    return spec
 
 
 def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
@@ -82,7 +124,9 @@ def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
 
 
 def start_hook(ray_params: Any, head: bool) -> None:
-    """The ``RAY_START_HOOK`` entry point. Never raises."""
+    """The ``RAY_START_HOOK`` entry point. Never raises, returns within the budget plus
+    :data:`HOOK_GRACE_S`."""
+    started = time.monotonic()
     try:
         if not is_tested_ray():
             _ensure_log_handler()
@@ -94,15 +138,18 @@ def start_hook(ray_params: Any, head: bool) -> None:
             )
         spec = node_spec()
         merge_into_params(ray_params, spec)
+        elapsed = time.monotonic() - started
         log.info(
-            "ray_accel_ext: %s node gets resources %s and %d labels (discovery=%s)",
+            "ray_accel_ext: %s node gets resources %s and %d labels (discovery=%s) in %.2fs",
             "head" if head else "worker",
             dict(spec.resources),
             len(spec.labels),
             spec.labels.get(DISCOVERY),
+            elapsed,
         )
+        emit("start_hook", head=head, discovery=spec.labels.get(DISCOVERY), elapsed_ms=round(elapsed * 1000, 2))
     except Exception as exc:  # noqa: BLE001
-        log.error("ray_accel_ext start hook failed; node starts without accelerator labels: %s", exc)
+        log.error("ray_accel_ext start hook failed; node starts without accelerator labels: %s", redact(_text(exc)))
 
 
 def merge_into_init_kwargs(kwargs: dict[str, Any], spec: RayNodeSpec) -> dict[str, Any]:

@@ -14,10 +14,19 @@ through a :class:`Host`. Three kinds exist:
 
 Paths are host-absolute strings (``/sys/bus/pci/devices``). Symlinks are resolved inside the root:
 an absolute link target or a ``..`` chain can never leave it, and link loops are an error.
+
+Only regular files are read. A FIFO, socket or device node where a file is expected is refused
+with a :class:`HostReadError` and never opened: ``stat`` first, then ``open`` with ``O_NONBLOCK``
+(a file swapped for a FIFO in between cannot block the open) and ``O_NOCTTY``, then ``fstat`` of
+what was opened (a swapped file is refused before any read). Under a root the canonical path is
+opened with ``O_NOFOLLOW``, so a last component swapped for a symlink cannot lead outside it.
+Directories that exist but cannot be listed or searched are noted (:attr:`FsHost.access_errors`):
+discovery reports them, since a backend's ``detect()`` reads them as "no devices".
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import subprocess
@@ -29,14 +38,54 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import CommandError, HostReadError
+from ..values import setting
 from . import snapshot as _snapshot
 from .metadata import MetadataClient
-from .protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_READ_BYTES, ROOT_ENV, Deadline
+from .protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S, MAX_READ_BYTES, ROOT_ENV, Deadline
 
 __all__ = ["FsHost", "InRootWalk", "WalkStep", "LinkLoop", "open_host", "host_from_env"]
 
 _FIRST_READ_BYTES = 8192
 MAX_LINK_HOPS = 40
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+def special_kind(mode: int) -> str | None:
+    """What a non-regular file is (``a FIFO (named pipe)``), None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def read_regular(fs_path: str, max_bytes: int, *, nofollow: bool = False) -> bytes:
+    """At most ``max_bytes + 1`` bytes of the regular file ``fs_path`` (see the module doc).
+
+    Raises ``FileNotFoundError`` / ``PermissionError`` / ``OSError`` as ``open`` does, and
+    ``IsADirectoryError`` for a directory; any other non-regular file is an ``OSError`` whose
+    ``strerror`` says what it is (``is a FIFO (named pipe), not a regular file``).
+    """
+    kind = special_kind(os.stat(fs_path).st_mode)
+    if kind == "a directory":
+        raise IsADirectoryError(fs_path)
+    if kind is not None:
+        raise OSError(0, f"is {kind}, not a regular file; not opened")
+    fd = os.open(fs_path, _OPEN_FLAGS | (os.O_NOFOLLOW if nofollow else 0))
+    try:
+        kind = special_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise OSError(0, f"is {kind}, not a regular file (it changed while being opened); not read")
+        # A small first read: asking for max_bytes at once allocates that much per call, which
+        # made a 10-byte sysfs read 2.5x slower than the read itself.
+        chunks = [os.read(fd, min(_FIRST_READ_BYTES, max_bytes + 1))]
+        size = len(chunks[0])
+        while chunks[-1] and size <= max_bytes:
+            chunks.append(os.read(fd, max_bytes + 1 - size))
+            size += len(chunks[-1])
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class LinkLoop(Exception):
@@ -131,7 +180,7 @@ class FsHost:
         self.live = str(self.root) == "/" and self.snapshot_dir is None
         self.env = MappingProxyType(dict(os.environ if env is None else env))
         if budget_s is None:
-            budget_s = _float_env(self.env, BUDGET_ENV, DEFAULT_BUDGET_S)
+            budget_s = setting(self.env, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
         self.deadline = Deadline(budget_s)
         self.metadata = MetadataClient(self.env, self.deadline, live=self.live)
         self._resolved: dict[str, str] = {}
@@ -141,6 +190,8 @@ class FsHost:
         self._reads: dict[str, tuple[str | None, int, str | None]] = {}
         self._root_str = "" if str(self.root) == "/" else str(self.root)
         self._lock = threading.Lock()
+        #: directories that exist but could not be listed or searched: host path -> reason
+        self.access_errors: dict[str, str] = {}
 
     def __repr__(self) -> str:
         where = self.snapshot_dir or self.root
@@ -177,6 +228,8 @@ class FsHost:
         except FileNotFoundError:
             return candidate
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                self._note_access(base, "permission denied")
             raise HostReadError(original, f"cannot stat {candidate}: {exc.strerror or exc}") from None
         if stat.S_ISLNK(st.st_mode):
             return None
@@ -192,8 +245,15 @@ class FsHost:
         except LinkLoop:
             raise HostReadError(original, "too many levels of symbolic links (loop)") from None
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename:
+                # lstat of a component failed: the directory holding it cannot be searched.
+                self._note_access(str(exc.filename).rpartition("/")[0] or "/", "permission denied")
             raise HostReadError(original, exc.strerror or str(exc)) from None
         return walk.path
+
+    def _note_access(self, path: str, reason: str) -> None:
+        with self._lock:
+            self.access_errors.setdefault(path, reason)
 
     def _real(self, path: str) -> str:
         return self._fs(self.realpath(path)) if not self.live else path
@@ -223,13 +283,7 @@ class FsHost:
     def _read_uncached(self, path: str, max_bytes: int) -> str | None:
         fs_path = self._real(path)
         try:
-            with open(fs_path, "rb") as fh:
-                # A small first read: asking for max_bytes at once allocates that much per call,
-                # which made a 10-byte sysfs read 2.5x slower than the read itself.
-                first = min(_FIRST_READ_BYTES, max_bytes + 1)
-                data = fh.read(first)
-                if len(data) == first:
-                    data += fh.read(max_bytes + 1 - first)
+            data = read_regular(fs_path, max_bytes, nofollow=not self.live)
         except FileNotFoundError:
             if os.path.lexists(fs_path) or self._is_dangling(path):
                 raise HostReadError(path, "broken symbolic link") from None
@@ -239,7 +293,7 @@ class FsHost:
         except PermissionError:
             raise HostReadError(path, "permission denied (root-only file?)") from None
         except OSError as exc:
-            if exc.errno == 40:  # ELOOP on the live host
+            if exc.errno == errno.ELOOP:
                 raise HostReadError(path, "too many levels of symbolic links (loop)") from None
             raise HostReadError(path, exc.strerror or str(exc)) from None
         if len(data) > max_bytes:
@@ -288,8 +342,10 @@ class FsHost:
         except (FileNotFoundError, NotADirectoryError):
             return []
         except PermissionError:
+            self._note_access(path, "permission denied")
             raise HostReadError(path, "permission denied") from None
         except OSError as exc:
+            self._note_access(path, exc.strerror or str(exc))
             raise HostReadError(path, exc.strerror or str(exc)) from None
 
     # -- tools and libraries -------------------------------------------------------------------
@@ -331,14 +387,6 @@ class FsHost:
         if not self.live:
             return None
         return live_reader()
-
-
-def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
-    try:
-        value = float(env.get(name, default))
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def open_host(

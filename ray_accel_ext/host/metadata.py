@@ -10,13 +10,16 @@ Ray's own TPU manager calls the metadata server up to 9 times per node start wit
 (one discovery run), each call is bounded by ``RAY_ACCEL_METADATA_TIMEOUT_S`` (default 0.5 s) and
 by the discovery deadline, and 429/5xx are retried at most twice, honouring ``Retry-After`` only
 while it fits in the deadline. A 404 is an answer (the key does not exist): ``None``.
+
+Each call is one bounded exchange (:mod:`.http`): whatever the server sends (headers a byte at a
+time, ``100 Continue`` without end, a huge body), the call ends within its timeout, so no thread
+making it outlives the budget. A redirect is an error, never followed: metadata comes from the
+named server only.
 """
 
 from __future__ import annotations
 
-import http.client
 import re
-import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -29,6 +32,8 @@ from ..errors import (
     MetadataTimeout,
     ProviderError,
 )
+from ..values import setting
+from .http import ProtocolError, exchange
 
 if TYPE_CHECKING:
     from .fs import Deadline
@@ -38,10 +43,13 @@ __all__ = ["MetadataClient", "GCE_DEFAULT_HOST", "IMDS_DEFAULT_ENDPOINT"]
 GCE_DEFAULT_HOST = "metadata.google.internal"
 IMDS_DEFAULT_ENDPOINT = "http://169.254.169.254"
 DEFAULT_TIMEOUT_S = 0.5
+MAX_TIMEOUT_S = 30.0
+TIMEOUT_ENV = "RAY_ACCEL_METADATA_TIMEOUT_S"
 MAX_RETRIES = 2
 MAX_BODY_BYTES = 256 * 1024
 _TOKEN_TTL_S = "60"
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
+_RETRY_AFTER_RE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,3})?", re.ASCII)
 
 
 class MetadataClient:
@@ -53,10 +61,7 @@ class MetadataClient:
         # A recorded or test host is not this machine: its metadata may only come from an
         # explicitly named endpoint (a loopback fake), never from the real link-local servers.
         self._live = live
-        try:
-            self.timeout_s = float(env.get("RAY_ACCEL_METADATA_TIMEOUT_S", DEFAULT_TIMEOUT_S))
-        except ValueError:
-            self.timeout_s = DEFAULT_TIMEOUT_S
+        self.timeout_s = setting(env, TIMEOUT_ENV, DEFAULT_TIMEOUT_S, high=MAX_TIMEOUT_S)
         self._cache: dict[tuple[str, str], str | None] = {}
         self._failed: dict[str, ProviderError] = {}
         self._lock = threading.Lock()
@@ -159,14 +164,21 @@ class MetadataClient:
                 )
             try:
                 status, body, resp_headers = self._once(method, parts, headers, timeout)
-            except (socket.timeout, TimeoutError):
+            except TimeoutError as exc:
                 raise MetadataTimeout(
-                    f"{method} {url}: no answer within {timeout:.2f}s", endpoint=url, attempts=attempts
+                    f"{method} {url}: no complete answer within {timeout:.2f}s ({exc})", endpoint=url, attempts=attempts
                 ) from None
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ProtocolError) as exc:
                 raise MetadataServerError(
                     f"{method} {url}: {type(exc).__name__}: {exc}", endpoint=url, attempts=attempts
                 ) from None
+            if 300 <= status < 400:
+                where = resp_headers.get("location", "")[:200]
+                raise MetadataServerError(
+                    f"{method} {url}: HTTP {status} redirect{' to ' + where if where else ''} refused "
+                    "(metadata is read from the named server only)",
+                    endpoint=url, status=status, attempts=attempts,
+                )
             if 200 <= status < 300:
                 return status, body, resp_headers
             if status == 404 and not_found_ok:
@@ -189,58 +201,24 @@ class MetadataClient:
 
     def _once(self, method, parts, headers, timeout) -> tuple[int, str, dict[str, str]]:
         self.calls += 1
-        end = time.monotonic() + timeout
-        conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
-        try:
-            path = parts.path + (f"?{parts.query}" if parts.query else "")
-            conn.request(method, path or "/", headers=headers)
-            resp = conn.getresponse()
-            raw = _read_body(resp, conn, end)
-            declared = resp.getheader("Content-Length")
-            if declared is not None and declared.isdigit() and len(raw) < int(declared):
-                raise http.client.HTTPException(f"truncated answer: {len(raw)} of {declared} bytes")
-            if 200 <= resp.status < 300:
-                if "html" in (resp.getheader("Content-Type") or "").lower():
-                    raise http.client.HTTPException("an HTML page instead of a metadata value (proxy or captive portal?)")
-                if b"\x00" in raw:
-                    raise http.client.HTTPException("binary answer (NUL bytes) where text was expected")
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise http.client.HTTPException("answer is not valid UTF-8 text") from None
-            else:
-                text = raw.decode("utf-8", "replace")
-            return resp.status, text, {k.lower(): v for k, v in resp.getheaders()}
-        finally:
-            conn.close()
-
-
-def _read_body(resp: http.client.HTTPResponse, conn: http.client.HTTPConnection, end: float) -> bytes:
-    """The body, at most ``MAX_BODY_BYTES``, read before ``end``: a server that sends a byte now
-    and then never trips the per-read socket timeout, so the whole read has one."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            raise socket.timeout("body still arriving when the call's time was up")
-        if conn.sock is not None:
-            conn.sock.settimeout(left)
-        chunk = resp.read1(64 * 1024)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise http.client.HTTPException(f"answer larger than {MAX_BODY_BYTES} bytes")
+        resp = exchange(method, parts, headers, end=time.monotonic() + timeout, max_body=MAX_BODY_BYTES)
+        raw = resp.body
+        if 200 <= resp.status < 300:
+            if "html" in resp.headers.get("content-type", "").lower():
+                raise ProtocolError("an HTML page instead of a metadata value (proxy or captive portal?)")
+            if b"\x00" in raw:
+                raise ProtocolError("binary answer (NUL bytes) where text was expected")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ProtocolError("answer is not valid UTF-8 text") from None
+        else:
+            text = raw.decode("utf-8", "replace")
+        return resp.status, text, resp.headers
 
 
 def _retry_after(value: str | None) -> float | None:
-    if value is None:
+    """``Retry-After`` in seconds (ASCII digits only); None for the HTTP-date form or junk."""
+    if value is None or not _RETRY_AFTER_RE.fullmatch(value.strip()):
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None  # HTTP-date form: treat as no hint
-    return seconds if seconds >= 0 else None
+    return float(value.strip())

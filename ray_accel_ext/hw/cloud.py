@@ -15,13 +15,13 @@ Mapping to :class:`~ray_accel_ext.model.Location`:
 
 from __future__ import annotations
 
-import json
 import re
 
 from ..errors import HostReadError, ProviderError
 from ..host import Host
 from ..labels import sanitize_value
 from ..model import Fabric, Location
+from ..values import bounded_json
 
 __all__ = ["cloud_provider", "dmi", "hostname", "host_fabric", "gcp_location", "aws_location"]
 
@@ -90,7 +90,7 @@ def gcp_location(host: Host, problems: list[str]) -> Location:
     cluster = block = rack = None
     if topo_text:
         try:
-            topo = json.loads(topo_text)
+            topo = bounded_json(topo_text, what="JSON")
             if not isinstance(topo, dict):
                 raise ValueError("not a JSON object")
             cluster, block, rack = topo.get("cluster"), topo.get("block"), topo.get("subBlock")

@@ -37,6 +37,7 @@ from ...hw.cloud import cloud_provider, gcp_location, hostname
 from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
 from ...labels import ray_tpu_pod_type, sanitize_value
 from ...model import Device, Fabric, Location, NodeDescription, Sku
+from ...values import ascii_uint
 from . import api as tpu_api
 from .topology import (
     GENERATIONS,
@@ -53,7 +54,7 @@ from .topology import (
 __all__ = ["TPUBackend", "TpuChip", "SliceInfo", "find_chips", "slice_info", "prefetch_metadata", "parse_tpu_env", "LABEL_PREFIX"]
 
 LABEL_PREFIX = "tpu.rayaccel.io"
-_ACCEL_RE = re.compile(r"^accel(\d+)$")
+_ACCEL_RE = re.compile(r"^accel(\d+)$", re.ASCII)
 _TPU_ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):\s*'([^']*)'\s*$")
 
 
@@ -89,7 +90,7 @@ def _iommu_group(host: Host, address: str) -> int | None:
     if not host.exists(link):
         return None
     name = host.realpath(link).rstrip("/").rpartition("/")[2]
-    return int(name) if name.isdigit() else None
+    return int(name) if name.isascii() and name.isdigit() else None
 
 
 def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
@@ -480,7 +481,7 @@ def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
     text = env.get("RAY_TPU_RESOURCE_PER_CHIP")
     if text is None:
         return 1
-    if not text.strip().isdecimal() or int(text) < 1:
+    if not (text.strip().isascii() and text.strip().isdecimal()) or int(text) < 1:
         problems.append(f"RAY_TPU_RESOURCE_PER_CHIP must be a positive integer, got {text[:20]!r}; using 1")
         return 1
     return int(text)
@@ -489,7 +490,7 @@ def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
 def _worker(info: SliceInfo, acc: AcceleratorType | None, problems: list[str]) -> int | None:
     if info.worker_id is not None:
         try:
-            return int(info.worker_id.strip())
+            return ascii_uint(info.worker_id)
         except ValueError:
             problems.append(f"worker id from {info.sources['worker_id']} is not a number: {info.worker_id[:40]!r}")
     if acc is not None and acc.hosts == 1:
