@@ -169,6 +169,9 @@ def _scan(host: Host, problems: list[Problem]) -> list[BackendSpec]:
         return []
     specs, clashes = found[0]
     for name, message in clashes:
+        if name == "registry":
+            problems.append(Problem(backend=name, stage="load", error="HostReadError", message=message))
+            continue
         problems.append(Problem(backend=name, stage="load", error=BackendLoadError.__name__,
                                 message=f"{message}; this name is not loaded, the other backends are"))
     return specs
@@ -212,10 +215,12 @@ def discover_node(host: Host | None = None, *, backends: Sequence[AcceleratorBac
                                daemon=True)
     checker.start()
 
+    # One end for all the joins (a join per task with its own grace would add up).
+    now = time.monotonic()
+    ends = {True: now + host.deadline.remaining() + _WORKER_GRACE_S, False: now + host.deadline.remaining() + _JOIN_GRACE_S}
     for task in tasks:
-        grace = _WORKER_GRACE_S if isinstance(task, _Isolated) else _JOIN_GRACE_S
-        task.thread.join(host.deadline.remaining() + grace)
-    checker.join(host.deadline.remaining() + _JOIN_GRACE_S)
+        task.thread.join(max(0.0, ends[isinstance(task, _Isolated)] - time.monotonic()))
+    checker.join(max(0.0, ends[False] - time.monotonic()))
     for task in tasks:
         if isinstance(task, _Isolated) and task.thread.is_alive():
             task.worker.kill_now()
@@ -327,14 +332,19 @@ def _host_problems(host: Host) -> list[Problem]:
 
 
 def _access_problems(host: Host, already: list[Problem]) -> list[Problem]:
-    """Directories some backend or check could not list or search (``FsHost.access_errors``)."""
+    """Directories some backend or check could not list or search (``FsHost.access_errors``) and
+    special files where a file was read (``FsHost.special_files``): a backend usually reads past
+    them (an optional hint, or "no such device"), so the host names them."""
     errors = dict(getattr(host, "access_errors", None) or {})
+    special = dict(getattr(host, "special_files", None) or {})
     said = " ".join(p.message for p in already)
     out = []
     for path, reason in sorted(errors.items()):
-        if f"{path}: " in said:
-            continue
-        out.append(Problem(backend="host", stage="detect", error="HostReadError",
-                           message=f"{path}: {reason}; it cannot be listed or searched, so devices under it are not "
-                                   "counted"))
+        if f"{path}: " not in said:
+            out.append(Problem(backend="host", stage="detect", error="HostReadError",
+                               message=f"{path}: {reason}; it cannot be listed or searched, so devices under it are "
+                                       "not counted"))
+    for path, what in sorted(special.items()):
+        if f"{path}: " not in said:
+            out.append(Problem(backend="host", stage="detect", error="HostReadError", message=f"{path}: {what}"))
     return out

@@ -74,14 +74,6 @@ def _write_all(fd: int, data: bytes) -> None:
         data = data[os.write(fd, data):]
 
 
-def _text(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except BaseException:  # noqa: BLE001 - a hostile __str__
-        text = "<unprintable>"
-    return text[:2000]
-
-
 def _child(spec: BackendSpec, host: Any, fd: int) -> None:
     """The worker: never returns (``os._exit``), whatever the backend does."""
     me = os.getpid()
@@ -94,6 +86,10 @@ def _child(spec: BackendSpec, host: Any, fd: int) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for std in (0, 1, 2):
             os.dup2(null, std)
+        try:
+            os.nice(10)  # a worker that spins never starves the node start it runs for
+        except OSError:
+            pass
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 signal.signal(sig, signal.SIG_DFL)

@@ -43,7 +43,8 @@ from . import snapshot as _snapshot
 from .metadata import MetadataClient
 from .protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S, MAX_READ_BYTES, ROOT_ENV, Deadline
 
-__all__ = ["FsHost", "InRootWalk", "WalkStep", "LinkLoop", "open_host", "host_from_env"]
+__all__ = ["FsHost", "InRootWalk", "WalkStep", "LinkLoop", "SpecialFile", "open_host", "host_from_env",
+           "read_regular", "special_kind"]
 
 _FIRST_READ_BYTES = 8192
 MAX_LINK_HOPS = 40
@@ -59,23 +60,27 @@ def special_kind(mode: int) -> str | None:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
+class SpecialFile(OSError):
+    """A FIFO, socket or device node where a regular file was expected (never opened for reading)."""
+
+
 def read_regular(fs_path: str, max_bytes: int, *, nofollow: bool = False) -> bytes:
     """At most ``max_bytes + 1`` bytes of the regular file ``fs_path`` (see the module doc).
 
     Raises ``FileNotFoundError`` / ``PermissionError`` / ``OSError`` as ``open`` does, and
-    ``IsADirectoryError`` for a directory; any other non-regular file is an ``OSError`` whose
-    ``strerror`` says what it is (``is a FIFO (named pipe), not a regular file``).
+    ``IsADirectoryError`` for a directory; any other non-regular file is a :class:`SpecialFile`
+    whose ``strerror`` says what it is (``is a FIFO (named pipe), not a regular file``).
     """
     kind = special_kind(os.stat(fs_path).st_mode)
     if kind == "a directory":
         raise IsADirectoryError(fs_path)
     if kind is not None:
-        raise OSError(0, f"is {kind}, not a regular file; not opened")
+        raise SpecialFile(0, f"is {kind}, not a regular file; not opened")
     fd = os.open(fs_path, _OPEN_FLAGS | (os.O_NOFOLLOW if nofollow else 0))
     try:
         kind = special_kind(os.fstat(fd).st_mode)
         if kind is not None:
-            raise OSError(0, f"is {kind}, not a regular file (it changed while being opened); not read")
+            raise SpecialFile(0, f"is {kind}, not a regular file (it changed while being opened); not read")
         # A small first read: asking for max_bytes at once allocates that much per call, which
         # made a 10-byte sysfs read 2.5x slower than the read itself.
         chunks = [os.read(fd, min(_FIRST_READ_BYTES, max_bytes + 1))]
@@ -192,6 +197,8 @@ class FsHost:
         self._lock = threading.Lock()
         #: directories that exist but could not be listed or searched: host path -> reason
         self.access_errors: dict[str, str] = {}
+        #: FIFOs, sockets and device nodes found where a file was read: host path -> what it is
+        self.special_files: dict[str, str] = {}
 
     def __repr__(self) -> str:
         where = self.snapshot_dir or self.root
@@ -292,6 +299,10 @@ class FsHost:
             raise HostReadError(path, "is a directory, expected a file") from None
         except PermissionError:
             raise HostReadError(path, "permission denied (root-only file?)") from None
+        except SpecialFile as exc:
+            with self._lock:
+                self.special_files.setdefault(path, exc.strerror)
+            raise HostReadError(path, exc.strerror) from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise HostReadError(path, "too many levels of symbolic links (loop)") from None

@@ -89,7 +89,7 @@ def _connect(parts: SplitResult, end: float) -> socket.socket:
         except OSError as exc:
             sock.close()
             if isinstance(exc, TimeoutError):
-                raise
+                raise TimeoutError(f"connecting to {host}:{port} when the call's time was up") from None
             last = exc
             continue
         if parts.scheme == "https":
@@ -125,7 +125,10 @@ class _Reader:
 
     def _fill(self, what: str) -> bool:
         self.sock.settimeout(_left(self.end, what))
-        data = self.sock.recv(_CHUNK)
+        try:
+            data = self.sock.recv(_CHUNK)
+        except TimeoutError:
+            raise TimeoutError(f"{what} when the call's time was up") from None
         self.buf += data
         return bool(data)
 
@@ -236,7 +239,10 @@ def exchange(method: str, parts: SplitResult, headers: dict[str, str], *, end: f
     sock = _connect(parts, end)
     try:
         sock.settimeout(_left(end, "sending the request"))
-        sock.sendall(request)
+        try:
+            sock.sendall(request)
+        except TimeoutError:
+            raise TimeoutError("request still being sent when the call's time was up") from None
         reader = _Reader(sock, end)
         for _ in range(MAX_INTERIM + 1):
             status, reason, fields = _parse_head(reader.head())
