@@ -20,10 +20,10 @@ By structure (:func:`redact`, whatever the name around it):
 * ``NAME=value`` / ``NAME: 'value'`` pairs whose name looks secret (the name is kept). A name right
   after ``/`` is a URL path (``/latest/api/token: HTTP 403``) and is left alone, and the secret
   word must start the name or one of its ``_``/``.``/``-`` parts (``monkey: 3`` stays);
-* long high-entropy tokens: 32 or more characters of the base64/base64url alphabet that mix upper
-  case, lower case and digits with at least 4.2 bits of entropy per character (API keys, AWS
-  secret keys, JWT segments). Hex digests and UUIDs (GPU UUIDs, cluster ids) have no upper case and
-  are kept, as are paths and words.
+* long high-entropy tokens: 32 or more characters of the base64url alphabet (``+`` too, ``=``
+  padding) that mix upper case, lower case and digits with at least 4.2 bits of entropy per
+  character (API keys, GitHub tokens, JWT segments). Hex digests and UUIDs (GPU UUIDs, cluster ids)
+  have no upper case and are kept, as are paths (``/`` ends a token) and words.
 
 A new secret word or shape is added here and nowhere else.
 """
@@ -59,7 +59,9 @@ _PAIR = re.compile(
 _COMPOUNDS = frozenset({"AUTHORIZATION", "AUTHTOKEN", "APIKEY", "ACCESSKEY", "PRIVATEKEY", "SECRETKEY", "KEYFILE", "KEYID"})
 _SUFFIXES = ("TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS")
 _PART_SPLIT = re.compile(r"[_.-]")
-_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_=-]{32,}(?![A-Za-z0-9+/_=-])")
+# "/" splits tokens: base64's "/" is rare next to the paths ("projects/123/machineTypes/...") that
+# would otherwise look random; a slashed secret is still caught by name.
+_TOKEN = re.compile(r"(?<![A-Za-z0-9+_-])[A-Za-z0-9+_-]{32,}={0,2}(?![A-Za-z0-9+_=-])")
 _MIN_ENTROPY = 4.2
 
 

@@ -89,7 +89,7 @@ def _connect(parts: SplitResult, end: float) -> socket.socket:
         except OSError as exc:
             sock.close()
             if isinstance(exc, TimeoutError):
-                raise TimeoutError(f"connecting to {host}:{port} when the call's time was up") from None
+                raise TimeoutError("no answer") from None  # no connection within the time
             last = exc
             continue
         if parts.scheme == "https":
@@ -122,13 +122,15 @@ class _Reader:
 
     def __init__(self, sock: socket.socket, end: float) -> None:
         self.sock, self.end, self.buf = sock, end, b""
+        self.answered = False  # any byte of an answer (an interim one included) arrived
 
     def _fill(self, what: str) -> bool:
         self.sock.settimeout(_left(self.end, what))
         try:
             data = self.sock.recv(_CHUNK)
         except TimeoutError:
-            raise TimeoutError(f"{what} when the call's time was up") from None
+            raise TimeoutError(what if what == "no answer" else f"{what} when the call's time was up") from None
+        self.answered = self.answered or bool(data)
         self.buf += data
         return bool(data)
 
@@ -141,7 +143,9 @@ class _Reader:
                 return head
             if len(self.buf) > MAX_HEAD_BYTES:
                 raise ProtocolError(f"response head larger than {MAX_HEAD_BYTES} bytes")
-            if not self._fill("headers still arriving"):
+            if not self._fill("headers still arriving" if self.buf or self.answered else "no answer"):
+                if not self.answered:  # what http.client calls RemoteDisconnected
+                    raise ConnectionResetError("the server closed the connection without an answer")
                 raise ProtocolError("connection closed before the end of the response head")
 
     def exactly(self, n: int) -> bytes:

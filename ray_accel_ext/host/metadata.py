@@ -165,8 +165,10 @@ class MetadataClient:
             try:
                 status, body, resp_headers = self._once(method, parts, headers, timeout)
             except TimeoutError as exc:
+                detail = "" if str(exc) in ("no answer", "timed out", "") else f" ({exc})"
                 raise MetadataTimeout(
-                    f"{method} {url}: no complete answer within {timeout:.2f}s ({exc})", endpoint=url, attempts=attempts
+                    f"{method} {url}: no {'complete ' if detail else ''}answer within {timeout:.2f}s{detail}",
+                    endpoint=url, attempts=attempts,
                 ) from None
             except (OSError, ProtocolError) as exc:
                 raise MetadataServerError(
