@@ -201,8 +201,12 @@ def make_special(path: str | os.PathLike[str], kind: str) -> Path:
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "socket":
+        # bound where the path is short (AF_UNIX paths are at most 107 bytes), then moved
+        short = Path(tempfile.mkdtemp(prefix="rah", dir=path.parent if len(str(path)) < 100 else None)) / "s"
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.bind(str(path))
+            sock.bind(str(short))
+        os.rename(short, path)
+        short.parent.rmdir()
     elif kind == "device":
         os.mknod(path, 0o644 | stat.S_IFCHR, os.makedev(1, 3))
     else:

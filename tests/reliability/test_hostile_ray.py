@@ -9,7 +9,10 @@ start time under the same load). Classes are batched into few nodes, each node o
   ``GeneratorExit``/``BaseException`` at import, construction, detect and describe, ``os._exit``,
   a native crash, a fork, a busy loop, a stuck FIFO read);
 * ``files``: the H100 snapshot with a FIFO, a socket and a character device where discovery reads
-  files, and a distribution on ``PYTHONPATH`` whose ``entry_points.txt`` is a FIFO;
+  files (a FIFO as a distribution's ``entry_points.txt`` blocks ``import ray`` itself, before any
+  hook: in-process only, test_hostile.py);
+* ``unlistable``: the H100 snapshot with ``/sys/devices/pci0000:15`` mode 000, started as root
+  without the right to bypass file modes (``setpriv --bounding-set``), as a non-root node sees it;
 * ``md-*``: the A3 (H100 on GCE) snapshot behind a hostile metadata server
   (``ray_accel_ext.testing.hostile_metadata``): header drip, endless ``100 Continue``, a body
   without end, a redirect to another host; and nested JSON in ``physical_host_topology``;
@@ -50,7 +53,14 @@ from ray_accel_ext.testing.hostile import (  # noqa: E402
 from ray_accel_ext.testing.hostile_metadata import BEHAVIOURS, HostileGce, nested_json  # noqa: E402
 from ray_accel_ext.testing.snapshots import metadata_spec  # noqa: E402
 from tests.support.paths import HOSTS, REPO  # noqa: E402
-from tests.support.reliability import HookCluster, Results, hook_events, label_errors, start_processes  # noqa: E402
+from tests.support.reliability import (  # noqa: E402
+    HookCluster,
+    Results,
+    hook_events,
+    label_errors,
+    start_processes,
+    without_dac_override,
+)
 
 pytestmark = pytest.mark.ray
 
@@ -84,7 +94,7 @@ def _path(*extra) -> str:
 
 
 def _node_plans(tmp_path, stack):
-    """[(node name, snapshot, env, families that must be there, [(group, class, needle)])]."""
+    """[(node name, snapshot, env, families that must be there, [(group, class, needle)], [prefix])]."""
     plans = []
     site = install_hostile_backends(tmp_path / "site")
     plans.append(("backends", H100, {"PYTHONPATH": _path(site)}, {"nvidia_gpu"},
@@ -101,6 +111,15 @@ def _node_plans(tmp_path, stack):
         ("special file", "socket as /proc/sys/kernel/hostname", "hostname: is a socket"),
         ("special file", "character device as a PCI function's vendor file", "0000:00:01.0/vendor: is a character device"),
     ]))
+
+    prefix = without_dac_override()
+    if prefix is not None:  # root that obeys file modes, as a non-root `ray start` would
+        locked = copy_snapshot(H100, tmp_path / "unlistable")
+        os.chmod(locked / "rootfs/sys/devices/pci0000:15", 0)
+        plans.append(("unlistable", locked, {}, {"nvidia_gpu"}, [
+            ("unlistable directory", "/sys/devices/pci0000:15 (GPUs behind it) cannot be listed",
+             "/sys/devices/pci0000:15: permission denied"),
+        ], prefix))
 
     values = metadata_spec(A3)["gce"]
     for behaviour in MD_BEHAVIOURS:
@@ -144,7 +163,7 @@ def _alive(names):
 
 
 def _check_node(name, plan, run, node, baseline_s, failures):
-    _, _, _, families, classes = plan
+    families, classes = plan[3], plan[4]
     events = hook_events(run["log"])
     hook_s = events.get("start_hook", {}).get("elapsed_ms", 0) / 1000 or None
     reasons = events.get("discovery", {}).get("reasons", [])
@@ -190,7 +209,8 @@ def test_ray_start_on_a_hostile_host(tmp_path):
         for b, batch in enumerate(batches):
             base = f"baseline{b}"
             runs = hc.start_batch([(H100, {"name": base, "num_cpus": 0})]
-                                  + [(snap, {"name": name, "num_cpus": 0, "env": env}) for name, snap, env, *_ in batch])
+                                  + [(p[1], {"name": p[0], "num_cpus": 0, "env": p[2], "prefix": p[5] if len(p) > 5 else ()})
+                                     for p in batch])
             alive = _alive([base] + [p[0] for p in batch])
             assert runs[base]["rc"] == 0 and alive[base]["Labels"]["rayaccel.io/discovery"] == "ok", runs[base]["log"][-2000:]
             for plan in batch:

@@ -126,6 +126,17 @@ class Results:
 RAY_STARTUP_TIMEOUT = "The current node timed out during startup"
 
 
+def without_dac_override() -> list[str] | None:
+    """A command prefix that runs a program as root without ``CAP_DAC_OVERRIDE`` and
+    ``CAP_DAC_READ_SEARCH`` (file modes then apply, as to an unprivileged user, while the program
+    can still read the interpreter under a mode-700 home); None where that is not possible."""
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return None
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+
+
 def _is_ray_start(cmdline: list[str]) -> bool:
     return len(cmdline) >= 3 and cmdline[1].endswith("/ray") and cmdline[2] == "start"
 
@@ -180,7 +191,8 @@ class HookCluster:
         self.cluster.shutdown()
 
     def start_batch(self, specs: list[tuple[Any, dict[str, Any]]], timeout_s: float = 180.0) -> dict[str, dict[str, Any]]:
-        """Start worker nodes together; per name: ``rc``, ``wall_s`` (launch to exit), ``left``
+        """Start worker nodes together (options: ``name``, ``num_cpus``, ``env``, ``prefix``: a
+        command prefix such as :func:`without_dac_override`); per name: ``rc``, ``wall_s`` (launch to exit), ``left``
         (processes of that ``ray start`` still alive once it exited), ``log``, ``attempts``.
 
         A node whose ``ray start`` failed in Ray's own start-up after the hook returned (Ray waits
@@ -207,7 +219,7 @@ class HookCluster:
         c = self.cluster
         node = c._prepare(snapshot, opts["name"], opts.get("env"))
         c.nodes.append(node)
-        c._launch(node, c._argv(node, False, opts.get("num_cpus") or 0, ()))
+        c._launch(node, [*opts.get("prefix", ()), *c._argv(node, False, opts.get("num_cpus") or 0, ())])
         return node
 
     @staticmethod
