@@ -23,7 +23,7 @@ suite() {  # suite LABEL BACKEND SNAPSHOTS [XFAILS]
   local args=(conformance "$backend" --snapshots "$snaps" --live-ray --junit "$OUT/$label.xml" --json-report "$OUT/$label.json")
   [ -n "$xfails" ] && [ -f "$xfails" ] && args+=(--xfails "$xfails")
   echo "== conformance: $label"
-  "$PY" -m ray_accel_ext.cli "${args[@]}" | tee "$OUT/$label.txt"
+  "$PY" -m ray_accel_ext.tools.cli "${args[@]}" | tee "$OUT/$label.txt"
   local rc=${PIPESTATUS[0]}
   echo "$label: $(tail -n 1 "$OUT/$label.txt")" >> "$OUT/summary.txt"
   [ "$rc" = 0 ] || status=1

@@ -22,6 +22,8 @@ if [ -d tests/downstream/ray_accel_ext_amd ]; then
 fi
 
 mkdir -p artifacts
+echo "== ruff"
+python -m ruff check .
 echo "== pytest"
 python -m pytest tests -q -p no:cacheprovider --durations=15 --junitxml=artifacts/junit-tests.xml "$@"
 # The reliability table from this run (tests/test_reliability_*.py, tests/reliability/test_soak.py): fails on
