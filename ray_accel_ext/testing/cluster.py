@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..host.snapshot import snapshot_env
 from .fake_metadata import MetadataServers
 from .snapshots import metadata_spec
 
@@ -134,13 +135,9 @@ class SimulatedCluster:
         if snapshot is not None:
             snapshot = Path(snapshot).resolve()
             node_env["RAY_ACCEL_ROOT"] = str(snapshot)
-            env_file = snapshot / "env.json"
-            if env_file.is_file():
-                import json
-
-                # What the pod/VM environment held (TPU_NAME, ...): Ray's own code in the raylet's
-                # workers reads some of it (ray.util.tpu reads TPU_NAME on the slice head).
-                node_env.update({str(k): str(v) for k, v in json.loads(env_file.read_text()).items()})
+            # What the pod/VM environment held (TPU_NAME, ...): Ray's own code in the raylet's
+            # workers reads some of it (ray.util.tpu reads TPU_NAME on the slice head).
+            node_env.update(snapshot_env(snapshot, {}))
             spec = metadata_spec(snapshot)
             if spec:
                 servers = MetadataServers(spec).start()
