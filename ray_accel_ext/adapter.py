@@ -30,7 +30,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_key, is_valid_value, key_prefix, sanitize_value
+from .labels import (
+    PROJECT_PREFIX,
+    RAY_PREFIX,
+    TPU_ATTR_ACCELERATOR_TYPE,
+    TPU_ATTR_SLICE_NAME,
+    TPU_ATTR_TOPOLOGY,
+    TPU_ATTR_WORKER_ID,
+    is_valid_key,
+    is_valid_value,
+    key_prefix,
+    sanitize_value,
+)
 from .model import SCHEMA_VERSION, NodeDescription, NodeInventory
 
 __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "label_key", "GPUDIRECT_PATHS"]
@@ -224,34 +235,44 @@ def ray_tpu_pod_type(product: str | None) -> str | None:
     return re.sub(r"^tpu-?v?", "v", product.strip().lower())
 
 
+def ray_tpu_identity(desc: NodeDescription) -> dict[str, str]:
+    """What Ray 2.60's TPU manager knows of this node's slice, field by field: ``name``,
+    ``worker``, ``topology`` and ``pod_type`` (each only when known). From the slice when the
+    node has one, else from the backend's partial-identity attributes (a worker id or a slice name
+    alone, as Ray labels them too)."""
+    fabric = desc.fabric
+    out: dict[str, str] = {}
+    if fabric is not None and fabric.kind == "tpu-slice":
+        out = {"name": fabric.id, "worker": str(fabric.worker)}
+        if fabric.topology:
+            out["topology"] = fabric.topology.strip().lower()
+        pod_type = ray_tpu_pod_type(fabric.product)
+    else:
+        attrs = desc.attributes
+        for field_name, key in (("name", TPU_ATTR_SLICE_NAME), ("worker", TPU_ATTR_WORKER_ID), ("topology", TPU_ATTR_TOPOLOGY)):
+            if attrs.get(key):
+                out[field_name] = attrs[key]
+        pod_type = ray_tpu_pod_type(attrs.get(TPU_ATTR_ACCELERATOR_TYPE))
+    if pod_type:
+        out["pod_type"] = pod_type
+    return out
+
+
 def _tpu_labels(desc: NodeDescription) -> dict[str, str]:
     """``ray.io/tpu-*`` labels, as ``TPUAcceleratorManager.get_current_node_accelerator_labels``."""
-    fabric = desc.fabric
-    if fabric is None or fabric.kind != "tpu-slice":
-        return {}
-    out = {
-        f"{RAY_PREFIX}/tpu-slice-name": fabric.id,
-        f"{RAY_PREFIX}/tpu-worker-id": str(fabric.worker),
-    }
-    if fabric.topology:
-        out[f"{RAY_PREFIX}/tpu-topology"] = fabric.topology.strip().lower()
-    pod_type = ray_tpu_pod_type(fabric.product)
-    if pod_type:
-        out[f"{RAY_PREFIX}/tpu-pod-type"] = pod_type
-    return out
+    ident = ray_tpu_identity(desc)
+    keys = {"name": "tpu-slice-name", "worker": "tpu-worker-id", "topology": "tpu-topology", "pod_type": "tpu-pod-type"}
+    return {f"{RAY_PREFIX}/{keys[k]}": v for k, v in ident.items()}
 
 
 def _tpu_resources(desc: NodeDescription) -> dict[str, float]:
     """``<slice-name>`` on every host and ``TPU-<pod-type>-head`` on worker 0, as
     ``TPUAcceleratorManager.get_current_node_additional_resources`` (which needs all three of
     slice name, worker id and pod type)."""
-    fabric = desc.fabric
-    if fabric is None or fabric.kind != "tpu-slice" or not fabric.id:
+    ident = ray_tpu_identity(desc)
+    if not all(ident.get(k) for k in ("name", "worker", "pod_type")):
         return {}
-    pod_type = ray_tpu_pod_type(fabric.product)
-    if not pod_type:
-        return {}
-    out = {} if _reserved_resource(fabric.id) else {fabric.id: 1.0}
-    if fabric.worker == 0:
-        out[f"TPU-{pod_type}-head"] = 1.0
+    out = {} if _reserved_resource(ident["name"]) else {ident["name"]: 1.0}
+    if ident["worker"] == "0":
+        out[f"TPU-{ident['pod_type']}-head"] = 1.0
     return out

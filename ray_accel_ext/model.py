@@ -119,8 +119,10 @@ class Device(_Value):
             device hangs off a root port directly.
         memory_bytes: device memory when known per device.
         cores: compute cores per device (NeuronCores, TensorCores) when meaningful.
-        coords: position in the fabric shape (TPU chip coordinates), when known.
+        coords: position in the fabric shape (TPU chip coordinates in the slice), when known.
         nics: nearest RDMA NICs, best path class first.
+        host_coords: position within this host's own block of the fabric (TPU chip coordinates
+            in the host), when known; left out of ``to_dict()`` when unknown.
     """
 
     index: int
@@ -133,14 +135,23 @@ class Device(_Value):
     cores: int | None = None
     coords: tuple[int, ...] | None = None
     nics: tuple[NicPath, ...] = ()
+    host_coords: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _without_defaults(self, ("host_coords",))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link(_Value):
-    """A fabric link between two devices of this node (device indices ``a`` < ``b``).
+    """A fabric link between two devices of this node (device indices ``a`` < ``b``), or, with
+    ``peer_worker`` set, from device ``a`` of this node to device ``b`` of the host that is
+    worker ``peer_worker`` of this node's fabric domain (a TPU chip's ICI neighbour on another
+    host of the slice).
 
     ``kind`` is the interconnect (``nvlink4``, ``ici``, ``neuronlink-v3``, ``xgmi``); ``lanes`` the
-    number of bonded links (``NV18`` has 18).
+    number of bonded links (``NV18`` has 18); ``wrap`` marks a torus wrap-around link (from the
+    last chip of an axis back to the first). ``peer_worker`` and ``wrap`` are left out of
+    ``to_dict()`` when unset.
     """
 
     a: int
@@ -148,6 +159,11 @@ class Link(_Value):
     kind: str
     lanes: int = 1
     bandwidth_gbps: float | None = None
+    peer_worker: int | None = None
+    wrap: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return _without_defaults(self, ("peer_worker", "wrap"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -257,12 +273,21 @@ class NodeDescription(_Value):
         if dupes:
             errors.append(f"devices[*].id: duplicate ids {dupes}")
         for i, link in enumerate(self.links):
-            for end in ("a", "b"):
+            local = ("a", "b") if link.peer_worker is None else ("a",)
+            for end in local:
                 v = getattr(link, end)
                 if not 0 <= v < n:
                     errors.append(f"links[{i}].{end}: references device {v} but the node has devices 0..{n - 1}")
-            if link.a == link.b:
+            if link.peer_worker is None and link.a == link.b:
                 errors.append(f"links[{i}]: a link from device {link.a} to itself")
+            if link.peer_worker is not None:
+                if link.b < 0:
+                    errors.append(f"links[{i}].b: negative device index {link.b} on worker {link.peer_worker}")
+                if self.fabric is None or not 0 <= link.peer_worker < self.fabric.hosts:
+                    hosts = self.fabric.hosts if self.fabric is not None else 0
+                    errors.append(f"links[{i}].peer_worker: {link.peer_worker} is not a worker of this node's fabric (0..{hosts - 1})")
+                elif link.peer_worker == self.fabric.worker:
+                    errors.append(f"links[{i}].peer_worker: {link.peer_worker} is this node itself")
         nic_names = {nic.name for nic in self.nics}
         if len(nic_names) != len(self.nics):
             errors.append("nics[*].name: duplicate NIC names")
@@ -311,6 +336,16 @@ class NodeInventory(_Value):
 
 
 # -- generic (de)serialisation ------------------------------------------------------------------
+
+
+def _without_defaults(value: Any, optional: tuple[str, ...]) -> dict[str, Any]:
+    """``to_dict()`` leaving out the ``optional`` fields that hold their default (fields added
+    after schema 1 was published, so documents without them stay byte-identical)."""
+    out = {f.name: _dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    for f in dataclasses.fields(value):
+        if f.name in optional and getattr(value, f.name) == f.default:
+            del out[f.name]
+    return out
 
 
 def _dump(value: Any) -> Any:
