@@ -6,7 +6,8 @@ Field by field, as Ray 2.60 does (``_private/accelerators/tpu.py``): GKE variabl
 ``TPU_WORKER_HOSTNAMES``, hardware.md 4.3), then the GCE metadata server. With GKE's variables
 (``TPU_SKIP_MDS_QUERY``, which GKE's TPU plugin sets because the facts are in the environment, or
 all four of Ray's variables) the metadata server is not asked at all. Otherwise it is asked once:
-the ``instance/`` directory read recursively (:meth:`MetadataClient.gce_instance`), which holds
+the ``instance/`` directory read recursively (:meth:`MetadataClient.gce` serves every
+``instance/`` key from one ``?recursive=true`` answer), which holds
 every attribute Ray reads (``accelerator-type``, ``instance-id``, ``agent-worker-number``,
 ``tpu-env``), ``worker-network-endpoints``, the machine type and the location keys. Then, with the
 ``[gcp]`` extra, the Cloud TPU API (:mod:`.tpu_api`) for what metadata left out.
@@ -22,7 +23,6 @@ from ..errors import ProviderError
 from ..host import Host
 from ..location import cloud_provider
 from ..model import Location
-from ..metadata import instance_value
 from . import tpu_api
 
 __all__ = ["SliceInfo", "slice_info", "parse_tpu_env", "provider_reason", "gke_environment", "provider_lookup", "RAY_TPU_ENV"]
@@ -106,13 +106,16 @@ def _from_env(env: Mapping[str, str]) -> SliceInfo:
     return info
 
 
-def _text(doc: Mapping[str, object], path: str) -> str | None:
-    value = instance_value(doc, path)
-    return value.strip() if value and value.strip() else None
+# The instance keys read; all come from the one recursive read (MetadataClient.gce serves them).
+METADATA_KEYS = tuple(f"instance/attributes/{k}" for k in (
+    "accelerator-type", "instance-id", "agent-worker-number", "tpu-env", "worker-network-endpoints",
+)) + ("instance/machine-type", "instance/network-interfaces/0/ip")
 
 
-def _apply(info: SliceInfo, doc: Mapping[str, object], problems: list[str]) -> None:
-    attr = lambda key: _text(doc, f"instance/attributes/{key}")  # noqa: E731
+def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[str]) -> None:
+    def attr(key: str) -> str | None:
+        value = values.get(f"instance/attributes/{key}")
+        return value.strip() if value and value.strip() else None
     info.set("accelerator_type", attr("accelerator-type"), "metadata")
     info.set("name", attr("instance-id"), "metadata")
     info.set("worker_id", attr("agent-worker-number"), "metadata")
@@ -133,8 +136,8 @@ def _apply(info: SliceInfo, doc: Mapping[str, object], problems: list[str]) -> N
         if ips:
             info.hostnames = ips
             info.sources["hostnames"] = "metadata"
-    info.machine_type = _text(doc, "instance/machine-type")
-    info.ip = _text(doc, "instance/network-interfaces/0/ip")
+    info.machine_type = (values.get("instance/machine-type") or "").strip() or None
+    info.ip = (values.get("instance/network-interfaces/0/ip") or "").strip() or None
 
 
 def slice_info(host: Host, problems: list[str]) -> SliceInfo:
@@ -146,12 +149,12 @@ def slice_info(host: Host, problems: list[str]) -> SliceInfo:
     if not _metadata_allowed(host):
         return info
     try:
-        doc = host.metadata.gce_instance()
+        values = {path: host.metadata.gce(path) for path in METADATA_KEYS}
     except ProviderError as exc:
         info.metadata_failed = True
         problems.append(f"GCE metadata: {provider_reason(exc)}")
         return info
-    _apply(info, doc, problems)
+    _apply(info, values, problems)
     return info
 
 

@@ -184,8 +184,9 @@ class FakeGceMetadata(_Server):
         if h.headers.get("Metadata-Flavor") != "Google":
             self._send(h, 403, "Missing required header: Metadata-Flavor\n")
             return
-        inside = sorted(k for k in self.values if key.endswith("/") and k.startswith(key)) if path.startswith(self.PREFIX) else []
-        fault = self._directory_fault(key, inside) if recursive and inside else self._fault(key)
+        directory = key.endswith("/") and path.startswith(self.PREFIX)
+        inside = sorted(k for k in self.values if directory and k.startswith(key))
+        fault = self._directory_fault(key) if recursive and directory else self._fault(key)
         if self._apply_fault(h, fault):
             return
         if fault and "body" in fault:
@@ -202,14 +203,13 @@ class FakeGceMetadata(_Server):
         else:
             self._send(h, 404, "not found\n", self._flavor_headers())
 
-    def _directory_fault(self, key: str, inside: list[str]) -> dict[str, Any] | None:
+    def _directory_fault(self, key: str) -> dict[str, Any] | None:
         """The fault of a recursive read: its own, else one set on a key inside (``body`` faults
         excepted: they change a value, see :meth:`_tree`), else ``"*"``."""
         if key in self.faults:
             return self._fault(key)
-        for k in inside:
-            fault = self.faults.get(k)
-            if fault and "body" not in fault:
+        for k in sorted(self.faults):
+            if k.startswith(key) and "body" not in self.faults[k]:
                 return self._fault(k)
         return self._fault(key)
 
