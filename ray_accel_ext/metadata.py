@@ -9,7 +9,8 @@ Ray's own TPU manager calls the metadata server up to 9 times per node start wit
 (see ``reference/ray-2.60.md`` section 8.9). Here every answer is cached for the life of the client
 (one discovery run), each call is bounded by ``RAY_ACCEL_METADATA_TIMEOUT_S`` (default 0.5 s) and
 by the discovery deadline, and 429/5xx are retried at most twice, honouring ``Retry-After`` only
-while it fits in the deadline. A 404 is an answer (the key does not exist): ``None``.
+while it fits in the deadline. A 404 is an answer (the key does not exist): ``None``. With
+``RAY_ACCEL_METADATA=off`` nothing is asked (every call is a :class:`MetadataServerError`).
 
 GCE ``instance/...`` keys are all answered from **one** request: the instance directory read
 recursively (``GET /computeMetadata/v1/instance/?recursive=true``, JSON; "Query metadata
@@ -74,6 +75,8 @@ class MetadataClient:
         self._lock = threading.Lock()
         self._imds_token: str | None = None
         self._instance: dict[str, object] | None = None
+        # RAY_ACCEL_METADATA=off: never ask (worker processes describing their node again).
+        self.enabled = env.get("RAY_ACCEL_METADATA", "").strip().lower() not in ("off", "0", "false", "no")
         self.calls = 0  # HTTP requests actually sent (benchmarks compare this with Ray's)
 
     # -- endpoints ------------------------------------------------------------------------------
@@ -143,6 +146,8 @@ class MetadataClient:
     # -- internals ------------------------------------------------------------------------------
 
     def _cached(self, kind: str, path: str, fetch) -> str | None:
+        if not self.enabled:
+            raise MetadataServerError(f"{kind} metadata {path}: not asked (RAY_ACCEL_METADATA=off)", endpoint=path, attempts=0)
         key = (kind, path)
         with self._lock:
             if key in self._cache:

@@ -82,8 +82,9 @@ class _Server(LoopbackServer):
     flavor = "base"
     methods = ("GET", "PUT")
 
-    def __init__(self, values: Mapping[str, str] | None = None, faults: Mapping[str, Mapping[str, Any]] | None = None):
-        super().__init__(faults)
+    def __init__(self, values: Mapping[str, str] | None = None, faults: Mapping[str, Mapping[str, Any]] | None = None,
+                 *, port: int = 0):
+        super().__init__(faults, port=port)
         self.name = self.flavor
         self.values = dict(values or {})
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
@@ -252,8 +253,8 @@ class FakeImds(_Server):
 
     flavor = "imds"
 
-    def __init__(self, values=None, faults=None):
-        super().__init__(values, faults)
+    def __init__(self, values=None, faults=None, *, port: int = 0):
+        super().__init__(values, faults, port=port)
         self.tokens: set[str] = set()
 
     def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
