@@ -99,7 +99,7 @@ _MISSING = object()
 
 
 def ray_tpu_node_spec(snapshot: str | os.PathLike[str], metadata_base: str | None,
-                      extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+                      extra_env: Mapping[str, str] | None = None, *, workers: bool = True) -> dict[str, Any]:
     """What Ray 2.60 alone gives a node on ``snapshot``: ``{"resources": ..., "labels": ...,
     "workers": ...}``.
 
@@ -107,7 +107,8 @@ def ray_tpu_node_spec(snapshot: str | os.PathLike[str], metadata_base: str | Non
     (``ray.io/accelerator-type`` and ``ray.io/tpu-*``); ``workers`` is Ray's host count of the
     slice (``TPUAcceleratorManager.get_num_workers_in_current_tpu_pod``, what
     ``ray.util.tpu.get_current_pod_worker_count`` answers), None where Ray has none. ``extra_env``
-    is added to the snapshot's ``env.json`` (what a start hook handed Ray's manager).
+    is added to the snapshot's ``env.json`` (what a start hook handed Ray's manager). With
+    ``workers=False`` the host count is not asked (only what a node start runs).
     """
     from ray._private.resource_and_label_spec import ResourceAndLabelSpec
 
@@ -123,8 +124,10 @@ def ray_tpu_node_spec(snapshot: str | os.PathLike[str], metadata_base: str | Non
             for k, v in spec.resources.items()
             if k not in RAY_NON_TPU_RESOURCES and not k.startswith("node:")
         }
-        try:
-            workers = ray_tpu.TPUAcceleratorManager.get_num_workers_in_current_tpu_pod()
-        except Exception:  # noqa: BLE001 - Ray 2.60 raises on a node without a pod type
-            workers = None
-        return {"resources": resources, "labels": dict(spec.labels), "workers": workers}
+        count = None
+        if workers:
+            try:
+                count = ray_tpu.TPUAcceleratorManager.get_num_workers_in_current_tpu_pod()
+            except Exception:  # noqa: BLE001 - Ray 2.60 raises on a node without a pod type
+                count = None
+        return {"resources": resources, "labels": dict(spec.labels), "workers": count}
