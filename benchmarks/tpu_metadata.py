@@ -21,6 +21,7 @@ Every number is measured in this run, on loopback GCE metadata fakes serving hos
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -100,10 +101,8 @@ def _ray_worker(snapshot: Path, servers, handed: dict[str, str]) -> None:
     env.update({k: v for k, v in handed.items() if k in RAY_VARS})
     with rooted_ray_tpu(snapshot / "rootfs", f"http://{servers.gce.address}", env) as ray_tpu:
         ray_tpu.TPUAcceleratorManager.get_current_node_tpu_name()
-        try:
+        with contextlib.suppress(Exception):  # Ray 2.60 raises on a node without a pod type
             ray_tpu.TPUAcceleratorManager.get_num_workers_in_current_tpu_pod()
-        except Exception:  # noqa: BLE001 - Ray raises without a pod type
-            pass
 
 
 def _our_worker(handed: dict[str, str]) -> None:
@@ -132,11 +131,12 @@ def requests_table(starts: int) -> None:
                 before = servers.gce.count()
                 handed, _ = _hook(snapshot, servers)
                 ours.append(servers.gce.count() - before)
-                ray_alone.append(_count(servers, lambda: _ray_start(snapshot, servers, {})))
-                ray_hook.append(_count(servers, lambda: _ray_start(snapshot, servers, handed)))
-                w_ours.append(_count(servers, lambda: _our_worker(handed)))
-                w_ray.append(_count(servers, lambda: _ray_worker(snapshot, servers, {})))
-                w_ray_hook.append(_count(servers, lambda: _ray_worker(snapshot, servers, handed)))
+                s, h = snapshot, handed
+                ray_alone.append(_count(servers, lambda s=s: _ray_start(s, servers, {})))
+                ray_hook.append(_count(servers, lambda s=s, h=h: _ray_start(s, servers, h)))
+                w_ours.append(_count(servers, lambda h=h: _our_worker(h)))
+                w_ray.append(_count(servers, lambda s=s: _ray_worker(s, servers, {})))
+                w_ray_hook.append(_count(servers, lambda s=s, h=h: _ray_worker(s, servers, h)))
         m = statistics.mean
         print(f"{name:<22} | {m(ours):>16g} {m(ray_alone):>9g} {m(ray_hook):>8g} | "
               f"{m(w_ours):>16g} {m(w_ray):>9g} {m(w_ray_hook):>8g}")

@@ -32,7 +32,7 @@ from .adapter import ray_tpu_identity, ray_tpu_pod_type
 from .labels import TPU_ATTR_ACCELERATOR_TYPE
 from .model import NodeInventory
 
-__all__ = ["NODE_INVENTORY_ENV", "MAX_INVENTORY_ENV_BYTES", "ray_tpu_manager_env", "inventory_env", "RAY_NONE"]
+__all__ = ["MAX_INVENTORY_ENV_BYTES", "NODE_INVENTORY_ENV", "RAY_NONE", "inventory_env", "ray_tpu_manager_env"]
 
 NODE_INVENTORY_ENV = "RAY_ACCEL_NODE_INVENTORY"
 # Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN); stay well under it.

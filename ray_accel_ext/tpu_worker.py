@@ -19,10 +19,9 @@ node's own labels. No metadata server is asked. Ray is imported only inside :fun
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from collections.abc import Mapping
 
 from .errors import RuntimeTopologyError
 from .labels import PROJECT_PREFIX, RAY_PREFIX

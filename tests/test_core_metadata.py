@@ -6,7 +6,11 @@ import time
 
 import pytest
 
-from ray_accel_ext.errors import MetadataRateLimited, MetadataServerError, MetadataTimeout
+from ray_accel_ext.errors import (
+    MetadataRateLimited,
+    MetadataServerError,
+    MetadataTimeout,
+)
 from ray_accel_ext.host import Deadline
 from ray_accel_ext.metadata import MetadataClient
 from ray_accel_ext.testing.fake_metadata import FakeGceMetadata, FakeImds
@@ -97,15 +101,15 @@ def test_truncated_and_oversized_answers():
     with FakeGceMetadata({KEY: "v6e-16-and-more"}, faults={KEY: {"truncate": 3}}) as srv:
         with pytest.raises(MetadataServerError):
             client(srv).gce_attribute("accelerator-type")
-    with FakeGceMetadata({KEY: "x"}, faults={KEY: {"oversize": 400_000}}) as srv:
-        with pytest.raises(MetadataServerError, match="not JSON"):
-            client(srv).gce_attribute("accelerator-type")
-    with FakeGceMetadata({KEY: "x"}, faults={INSTANCE: {"oversize": 2_000_000}}) as srv:
-        with pytest.raises(MetadataServerError, match="larger than 1048576"):
-            client(srv).gce_attribute("accelerator-type")
-    with FakeGceMetadata({"project/project-id": "p"}, faults={"project/project-id": {"oversize": 400_000}}) as srv:
-        with pytest.raises(MetadataServerError, match="larger than 262144"):
-            client(srv).gce("project/project-id")
+    with FakeGceMetadata({KEY: "x"}, faults={KEY: {"oversize": 400_000}}) as srv, \
+            pytest.raises(MetadataServerError, match="not JSON"):
+        client(srv).gce_attribute("accelerator-type")
+    with FakeGceMetadata({KEY: "x"}, faults={INSTANCE: {"oversize": 2_000_000}}) as srv, \
+            pytest.raises(MetadataServerError, match="larger than 1048576"):
+        client(srv).gce_attribute("accelerator-type")
+    with FakeGceMetadata({"project/project-id": "p"}, faults={"project/project-id": {"oversize": 400_000}}) as srv, \
+            pytest.raises(MetadataServerError, match="larger than 262144"):
+        client(srv).gce("project/project-id")
 
 
 def test_unreachable_server_is_a_server_error_not_a_hang():

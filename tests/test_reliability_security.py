@@ -30,7 +30,11 @@ from ray._private.parameter import RayParams
 
 from ray_accel_ext.errors import CommandError, HostReadError
 from ray_accel_ext.host import FsHost, open_host
-from ray_accel_ext.labels import TPU_ATTR_SLICE_NAME, TPU_ATTR_TOPOLOGY, TPU_ATTR_WORKER_ID
+from ray_accel_ext.labels import (
+    TPU_ATTR_SLICE_NAME,
+    TPU_ATTR_TOPOLOGY,
+    TPU_ATTR_WORKER_ID,
+)
 from ray_accel_ext.ray_hook import merge_into_params, node_spec
 from ray_accel_ext.record import record
 from ray_accel_ext.testing.fake_metadata import MetadataServers

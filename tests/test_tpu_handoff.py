@@ -46,7 +46,7 @@ def _hook(snapshot, servers, monkeypatch):
     for key, value in servers.env().items():
         monkeypatch.setenv(key, value)
     for key in (*RAY_VARS, NODE_INVENTORY_ENV):
-        monkeypatch.delenv(key, raising=False)  # monkeypatch restores whatever the hook writes
+        # Registered with monkeypatch (set, then removed), so whatever the hook writes is undone.
         monkeypatch.setenv(key, "x")
         monkeypatch.delenv(key)
     params = RayParams()
@@ -121,7 +121,7 @@ def test_a_server_that_never_answers_blocks_neither_the_hook_nor_rays_manager(cl
 def test_workers_read_the_published_description_and_ask_nothing(clean_env):
     snapshot = TPU / "gce-v5p-16-worker1"
     with MetadataServers(metadata_spec(snapshot)) as servers:
-        params, _ = _hook(snapshot, servers, clean_env)
+        _hook(snapshot, servers, clean_env)
         published = NodeInventory.from_dict(json.loads(os.environ[NODE_INVENTORY_ENV]))
         before = servers.gce.count()
         again = node_inventory()

@@ -16,8 +16,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ray_accel_ext.backends.tpu_ici import IciLayout, host_links, parse_wrap, wrap_rule
-from ray_accel_ext.backends.tpu_slice import HostFacts, host_facts, machine_type_chips, slice_layout
-from ray_accel_ext.backends.tpu_topology import GENERATIONS, parse_accelerator_type, parse_topology
+from ray_accel_ext.backends.tpu_slice import (
+    HostFacts,
+    host_facts,
+    machine_type_chips,
+    slice_layout,
+)
+from ray_accel_ext.backends.tpu_topology import (
+    GENERATIONS,
+    parse_accelerator_type,
+    parse_topology,
+)
 from ray_accel_ext.errors import TopologyStringError
 
 # (type, topology, chips on each host, HOST_BOUNDS, CHIPS_PER_HOST_BOUNDS, WRAP): GKE util_test.go.
@@ -92,8 +101,8 @@ def test_hosts_are_the_slices_chips_over_this_hosts_chips(acc, topo, seen, hosts
 def test_declared_block_and_machine_type_count_before_the_chips_found():
     layout, problems = _layout("v6e-8", "2x4", 3, machine_type="projects/1/machineTypes/ct6e-standard-4t")
     assert (layout.hosts, layout.chips_per_host) == (2, 4)
-    assert problems == ["slice arithmetic: v6e-8 has 8 chips, but 2 host(s) x 3 chips on this host = 6 "
-                        "(4 chips per host from machine type ct6e-standard-4t)"]
+    assert problems == [("slice arithmetic: v6e-8 has 8 chips, but 2 host(s) x 3 chips on this host = 6 "
+                         "(4 chips per host from machine type ct6e-standard-4t)")]
     _, problems = _layout("v6e-16", "4x4", 4, chip_block=(2, 2, 1), chip_block_source="TPU_CHIPS_PER_HOST_BOUNDS",
                           machine_type="ct6e-standard-8t")
     assert problems[0] == "chips per host: TPU_CHIPS_PER_HOST_BOUNDS=2,2,1 says 4, machine type ct6e-standard-8t says 8; using 4"
@@ -106,7 +115,7 @@ def test_declared_block_and_machine_type_count_before_the_chips_found():
      ("v6e-16", "4x4", 5, ("16 chips", "4 host(s) x 5", "= 20"))],
 )
 def test_inputs_that_disagree_degrade_naming_both_numbers(acc, topo, seen, numbers):
-    layout, problems = _layout(acc, topo, seen)
+    _, problems = _layout(acc, topo, seen)
     assert problems and all(n in problems[0] for n in numbers), problems
 
 
@@ -213,7 +222,7 @@ def test_wrap_links_exactly_where_the_torus_has_them():
     assert min(_degree(part, w, c) for w in range(part.hosts) for c in range(4)) == 3
     corner = lite.neighbours(0, 0)
     assert sorted((n.axis, n.wrap) for n in corner) == [(0, False), (1, False), (1, True)]
-    wrapped = [n for n in corner if n.wrap][0]
+    wrapped = next(n for n in corner if n.wrap)
     assert lite.slice_coords(wrapped.worker, wrapped.chip) == (0, 15)
 
 

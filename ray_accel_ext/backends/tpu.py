@@ -34,19 +34,25 @@ from ..location import cloud_provider, gcp_location, hostname
 from ..model import Device, Fabric, Location, NodeDescription, Sku
 from ..pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
 from .tpu_ici import IciLayout, chip_block_for, host_links
-from .tpu_identity import SliceInfo, gke_environment, parse_tpu_env, provider_lookup, slice_info
+from .tpu_identity import (
+    SliceInfo,
+    gke_environment,
+    parse_tpu_env,
+    provider_lookup,
+    slice_info,
+)
 from .tpu_slice import SliceLayout, host_facts, slice_layout
 from .tpu_topology import (
+    TPU_PCI_VENDOR,
     AcceleratorType,
     Generation,
     Topology,
-    TPU_PCI_VENDOR,
     generation_from_pci,
     parse_accelerator_type,
     parse_topology,
 )
 
-__all__ = ["TPUBackend", "TpuChip", "SliceInfo", "find_chips", "slice_info", "parse_tpu_env", "LABEL_PREFIX"]
+__all__ = ["LABEL_PREFIX", "SliceInfo", "TPUBackend", "TpuChip", "find_chips", "parse_tpu_env", "slice_info"]
 
 LABEL_PREFIX = TPU_ATTR_PREFIX
 _ACCEL_RE = re.compile(r"^accel(\d+)$")

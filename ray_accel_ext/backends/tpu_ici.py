@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ..model import Link
 
-__all__ = ["IciLayout", "Neighbour", "wrap_rule", "parse_bounds", "parse_wrap", "host_links", "chip_block_for"]
+__all__ = ["IciLayout", "Neighbour", "chip_block_for", "host_links", "parse_bounds", "parse_wrap", "wrap_rule"]
 
 Triple = tuple[int, int, int]
 # GKE tpu-device-plugin getChipsPerDim (pkg/tpu/util/util.go @4626a9f): the chip block of a host
@@ -118,7 +118,7 @@ class IciLayout:
     wrap: tuple[bool, bool, bool]
 
     @classmethod
-    def host_only(cls, chip_block: Triple, dims: int) -> "IciLayout":
+    def host_only(cls, chip_block: Triple, dims: int) -> IciLayout:
         """One host's block on its own (slice unknown): its chips' places and the links among them,
         which every slice made of such hosts contains."""
         return cls(topology=chip_block, dims=dims, chip_block=chip_block, host_bounds=(1, 1, 1), wrap=(False,) * 3)

@@ -25,7 +25,7 @@ from ..location import cloud_provider
 from ..model import Location
 from . import tpu_api
 
-__all__ = ["SliceInfo", "slice_info", "parse_tpu_env", "provider_reason", "gke_environment", "provider_lookup", "RAY_TPU_ENV"]
+__all__ = ["RAY_TPU_ENV", "SliceInfo", "gke_environment", "parse_tpu_env", "provider_lookup", "provider_reason", "slice_info"]
 
 _TPU_ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):\s*'([^']*)'\s*$")
 # Ray 2.60's own variables, read before its metadata calls (GKE_TPU_*_ENV_VAR in tpu.py).

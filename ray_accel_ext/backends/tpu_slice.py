@@ -24,10 +24,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .tpu_ici import IciLayout, Triple, chip_block_for, parse_bounds, parse_wrap, wrap_rule
+from .tpu_ici import (
+    IciLayout,
+    Triple,
+    chip_block_for,
+    parse_bounds,
+    parse_wrap,
+    wrap_rule,
+)
 from .tpu_topology import AcceleratorType, Topology
 
-__all__ = ["HostFacts", "SliceLayout", "host_facts", "slice_layout", "machine_type_chips"]
+__all__ = ["HostFacts", "SliceLayout", "host_facts", "machine_type_chips", "slice_layout"]
 
 # Cloud TPU machine types: ct4p-hightpu-4t, ct5lp-hightpu-1t/4t/8t, ct5p-hightpu-4t,
 # ct6e-standard-1t/4t/8t (https://cloud.google.com/tpu/docs/v5e, /v5p, /v6e), tpu7x-standard-4t.

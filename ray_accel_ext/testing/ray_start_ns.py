@@ -42,7 +42,7 @@ def available() -> bool:
     """True when this machine lets an unprivileged process create the namespaces."""
     if not shutil.which("unshare") or not shutil.which("ip"):
         return False
-    probe = subprocess.run([*_UNSHARE, "true"], capture_output=True, timeout=30)
+    probe = subprocess.run([*_UNSHARE, "true"], capture_output=True, timeout=30, check=False)
     return probe.returncode == 0
 
 
@@ -54,7 +54,7 @@ def run(snapshot: str | os.PathLike[str], *, hook: bool = True, hang: bool = Fal
     argv = [*_UNSHARE, sys.executable, "-m", __name__, str(Path(snapshot).resolve()), "--wait", str(wait_s)]
     argv += [] if hook else ["--no-hook"]
     argv += ["--hang"] if hang else []
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"namespace run failed ({out.returncode}): {out.stderr[-3000:]}")
@@ -92,9 +92,9 @@ def _hosts(work: Path) -> None:
 
 
 def _node(temp: Path, env: dict[str, str], port: int) -> dict[str, Any] | None:
-    code = ("import json, ray; ray.init(address='127.0.0.1:%d'); n = [x for x in ray.nodes() if x['Alive']][0];"
-            "print(json.dumps({'Resources': n['Resources'], 'Labels': n['Labels']}))" % port)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    code = (f"import json, ray; ray.init(address='127.0.0.1:{port}'); n = [x for x in ray.nodes() if x['Alive']][0];"
+            "print(json.dumps({'Resources': n['Resources'], 'Labels': n['Labels']}))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     return json.loads(lines[-1]) if lines else None
 
