@@ -16,7 +16,8 @@ worker process it starts inherit it, ``ray/_private/services.py`` ``start_raylet
   Workers inherit the values, and Ray's worker-side helpers (``ray.util.tpu.get_current_pod_name``
   ...) read them the same way, so they make no metadata request either. Frameworks read these
   four variables only with ``TPU_SKIP_MDS_QUERY`` set (JAX ``GkeTpuCluster``, torch_xla's env
-  fallback, hardware.md 4.2); there (GKE) no stand-in is ever written.
+  fallback, hardware.md 4.2), which is GKE's: there nothing is written (GKE's TPU plugin owns the
+  variables; a pod missing some, like a single-host TPU7x's ``TPU_NAME``, keeps missing them).
 * **The node's description** (:data:`NODE_INVENTORY_ENV`, compact JSON of the
   :class:`~ray_accel_ext.model.NodeInventory`): worker-side helpers
   (:func:`ray_accel_ext.worker.my_devices`, :func:`ray_accel_ext.tpu_worker.my_tpu_chips`) read it
@@ -58,17 +59,15 @@ def ray_tpu_manager_env(inventory: NodeInventory, environ: Mapping[str, str], ho
         "TPU_WORKER_ID": ident.get("worker"),
         "TPU_TOPOLOGY": ident.get("topology"),
     }
-    gke = environ.get("TPU_SKIP_MDS_QUERY", "").strip().lower() in _SKIP_MDS
+    if environ.get("TPU_SKIP_MDS_QUERY", "").strip().lower() in _SKIP_MDS:
+        return {}  # GKE: its TPU plugin owns these variables, and frameworks read them as facts
     out: dict[str, str] = {}
     for key, value in ours.items():
         if environ.get(key):
             continue
-        if value:
-            out[key] = value
-        elif not gke:
-            stand_in = RAY_NONE.get(key) if key != "TPU_NAME" else hostname
-            if stand_in:
-                out[key] = stand_in
+        stand_in = RAY_NONE.get(key) if key != "TPU_NAME" else hostname
+        if value or stand_in:
+            out[key] = value or stand_in
     return out
 
 
