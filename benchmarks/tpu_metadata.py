@@ -183,15 +183,18 @@ def ray_start_table(wait_s: float) -> None:
     snapshot = TPU / "gce-v4-8-dev-accel"
     probe = "/computeMetadata/v1"  # Ray's usage library naming the cloud, 1 s timeout
     print(f"\nwhole `ray start --head` in private namespaces, /dev/accel0..3 visible to Ray ({snapshot.name})")
-    print(f"{'run':<30} {'finished':>9} {'seconds':>8} {'TPU-manager + ours':>19} {'Ray cloud probe':>16}")
+    print(f"{'run':<30} {'finished':>9} {'seconds':>8} {'hook s':>7} {'TPU-manager + ours':>19} {'Ray cloud probe':>16}")
     rows = [("Ray alone", False, False), ("with the hook", True, False), ("with the hook, server hangs", True, True),
             ("Ray alone, server hangs", False, True)]
     for label, hook, hang in rows:
         r = ray_start_ns.run(snapshot, hook=hook, hang=hang, wait_s=wait_s if not (hang and not hook) else 20)
         tpu = {k: v for k, v in r["requests"].items() if k != probe}
         finished = "yes" if r["returncode"] == 0 else ("no" if r["returncode"] is None else f"rc {r['returncode']}")
-        print(f"{label:<30} {finished:>9} {r['seconds']:>8.1f} {sum(tpu.values()):>19} {r['requests'].get(probe, 0):>16}"
-              f"   {json.dumps(tpu, sort_keys=True)}")
+        event = next((json.loads(line.split(" -- ", 1)[1]) for line in r["log"].splitlines()
+                      if '"event": "discovery"' in line), None)
+        hook_s = f"{event['elapsed_ms'] / 1000:.2f}" if event else "-"
+        print(f"{label:<30} {finished:>9} {r['seconds']:>8.1f} {hook_s:>7} {sum(tpu.values()):>19} "
+              f"{r['requests'].get(probe, 0):>16}   {json.dumps(tpu, sort_keys=True)}")
 
 
 def main(argv: list[str] | None = None) -> int:
