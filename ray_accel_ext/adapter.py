@@ -33,6 +33,10 @@ from . import labels as L
 from .labels import (
     PROJECT_PREFIX,
     RAY_PREFIX,
+    TPU_ATTR_ACCELERATOR_TYPE,
+    TPU_ATTR_SLICE_NAME,
+    TPU_ATTR_TOPOLOGY,
+    TPU_ATTR_WORKER_ID,
     is_valid_key,
     is_valid_value,
     key_prefix,
@@ -209,34 +213,44 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
 # -- TPU: Ray 2.60's TPUAcceleratorManager names (reference/ray-2.60.md section 5) ---------------
 
 
+def ray_tpu_identity(desc: NodeDescription) -> dict[str, str]:
+    """What Ray 2.60's TPU manager knows of this node's slice, field by field: ``name``,
+    ``worker``, ``topology`` and ``pod_type`` (each only when known). From the slice when the
+    node has one, else from the backend's partial-identity attributes (a worker id or a slice name
+    alone, as Ray labels them too)."""
+    fabric = desc.fabric
+    out: dict[str, str] = {}
+    if fabric is not None and fabric.kind == "tpu-slice":
+        out = {"name": fabric.id, "worker": str(fabric.worker)}
+        if fabric.topology:
+            out["topology"] = fabric.topology.strip().lower()
+        pod_type = ray_tpu_pod_type(fabric.product)
+    else:
+        attrs = desc.attributes
+        for field_name, key in (("name", TPU_ATTR_SLICE_NAME), ("worker", TPU_ATTR_WORKER_ID), ("topology", TPU_ATTR_TOPOLOGY)):
+            if attrs.get(key):
+                out[field_name] = attrs[key]
+        pod_type = ray_tpu_pod_type(attrs.get(TPU_ATTR_ACCELERATOR_TYPE))
+    if pod_type:
+        out["pod_type"] = pod_type
+    return out
+
+
 def _tpu_labels(desc: NodeDescription) -> dict[str, str]:
     """``ray.io/tpu-*`` labels, as ``TPUAcceleratorManager.get_current_node_accelerator_labels``."""
-    fabric = desc.fabric
-    if fabric is None or fabric.kind != "tpu-slice":
-        return {}
-    out = {
-        L.TPU_SLICE_NAME: fabric.id,
-        L.TPU_WORKER_ID: str(fabric.worker),
-    }
-    if fabric.topology:
-        out[L.TPU_TOPOLOGY] = fabric.topology.strip().lower()
-    pod_type = ray_tpu_pod_type(fabric.product)
-    if pod_type:
-        out[L.TPU_POD_TYPE] = pod_type
-    return out
+    ident = ray_tpu_identity(desc)
+    keys = {"name": L.TPU_SLICE_NAME, "worker": L.TPU_WORKER_ID, "topology": L.TPU_TOPOLOGY, "pod_type": L.TPU_POD_TYPE}
+    return {keys[k]: v for k, v in ident.items()}
 
 
 def _tpu_resources(desc: NodeDescription) -> dict[str, float]:
     """``<slice-name>`` on every host and ``TPU-<pod-type>-head`` on worker 0, as
     ``TPUAcceleratorManager.get_current_node_additional_resources`` (which needs all three of
     slice name, worker id and pod type)."""
-    fabric = desc.fabric
-    if fabric is None or fabric.kind != "tpu-slice" or not fabric.id:
+    ident = ray_tpu_identity(desc)
+    if not all(ident.get(k) for k in ("name", "worker", "pod_type")):
         return {}
-    pod_type = ray_tpu_pod_type(fabric.product)
-    if not pod_type:
-        return {}
-    out = {} if _reserved_resource(fabric.id) else {fabric.id: 1.0}
-    if fabric.worker == 0:
-        out[f"TPU-{pod_type}-head"] = 1.0
+    out = {} if _reserved_resource(ident["name"]) else {ident["name"]: 1.0}
+    if ident["worker"] == "0":
+        out[f"TPU-{ident['pod_type']}-head"] = 1.0
     return out

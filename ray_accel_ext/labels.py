@@ -155,3 +155,14 @@ def sanitize_value(text: object) -> str:
     value = value[start:end]
     # isalnum() accepts non-ASCII digits/letters that the regex rejects; _BAD_CHARS removed them.
     return value if _VALUE_RE.fullmatch(value) else ""
+
+
+# -- TPU backend attributes the adapter reads (vendor prefix ``tpu.rayaccel.io``) -----------------
+# A host whose slice is only partly known (a worker id, a slice name or a topology without the rest)
+# has no fabric domain; these carry the parts Ray 2.60's own TPU manager would publish as its
+# ``ray.io/tpu-*`` labels, so ours are the same field by field.
+TPU_ATTR_PREFIX = "tpu.rayaccel.io"
+TPU_ATTR_ACCELERATOR_TYPE = f"{TPU_ATTR_PREFIX}/accelerator-type"
+TPU_ATTR_SLICE_NAME = f"{TPU_ATTR_PREFIX}/slice-name"
+TPU_ATTR_WORKER_ID = f"{TPU_ATTR_PREFIX}/worker-id"
+TPU_ATTR_TOPOLOGY = f"{TPU_ATTR_PREFIX}/topology"

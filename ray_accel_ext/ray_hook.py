@@ -8,6 +8,10 @@
 
 Both merge with what the user passed, the user's keys winning. Neither ever makes the node fail:
 any error ends in a node labelled ``rayaccel.io/discovery=degraded`` and a log line with the cause.
+
+Both also hand their findings on through this process's environment (:mod:`.handoff`): Ray's own
+TPU manager, which runs next in the same process, gets the slice it would otherwise ask the
+metadata server for, and every worker process the node starts gets the node's description.
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from typing import Any
 from .adapter import RayNodeSpec, degraded_spec, to_ray_node
 from .compat import is_tested_ray, ray_version, tested_range_text
 from .discovery import discover
+from .handoff import inventory_env, ray_tpu_manager_env
 from .host import host_from_env, open_host
+from .hw.cloud import hostname
 from .labels import DISCOVERY
+from .model import NodeInventory
 from .telemetry import discovery_event
 from .visibility import cap_to_visible
 
-__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs"]
+__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs", "hand_off"]
 
 log = logging.getLogger("ray_accel_ext")
 
@@ -53,6 +60,11 @@ def node_spec(
     ``os.environ``). Never raises: on an unexpected error the spec is ``degraded_spec()`` and the
     cause is logged.
     """
+    return _node(root, budget_s, environ)[1]
+
+
+def _node(root, budget_s, environ) -> tuple[NodeInventory | None, RayNodeSpec, str | None]:
+    """(inventory, spec, host name); inventory None when discovery failed outright."""
     _ensure_log_handler()
     environ = os.environ if environ is None else environ
     try:
@@ -63,10 +75,21 @@ def node_spec(
         inventory = discover(host)
         spec = cap_to_visible(to_ray_node(inventory), inventory, environ)
         discovery_event(inventory, spec)
-        return spec
+        return inventory, spec, hostname(host)
     except Exception as exc:  # noqa: BLE001 - the node must start whatever happened here
         log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s", type(exc).__name__, exc)
-        return degraded_spec()
+        return None, degraded_spec(), None
+
+
+def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) -> dict[str, str]:
+    """Write into ``environ`` (default ``os.environ``) what this process's node start and its
+    workers read instead of asking again (:mod:`.handoff`); returns what was written."""
+    environ = os.environ if environ is None else environ
+    if inventory is None:
+        return {}
+    out = {**ray_tpu_manager_env(inventory, environ, name), **inventory_env(inventory)}
+    environ.update(out)
+    return out
 
 
 def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
@@ -92,8 +115,12 @@ def start_hook(ray_params: Any, head: bool) -> None:
                 tested_range_text(),
                 ray_version(),
             )
-        spec = node_spec()
+        inventory, spec, name = _node(None, None, None)
         merge_into_params(ray_params, spec)
+        handed = hand_off(inventory, name)
+        tpu_env = {k: v for k, v in handed.items() if k.startswith("TPU_")}
+        if tpu_env:
+            log.info("ray_accel_ext: Ray's TPU manager reads %s (no metadata request of its own)", tpu_env)
         log.info(
             "ray_accel_ext: %s node gets resources %s and %d labels (discovery=%s)",
             "head" if head else "worker",
@@ -128,4 +155,6 @@ def init(*args: Any, root: str | os.PathLike[str] | None = None, **kwargs: Any):
     if address not in (None, "local"):
         log.info("ray_accel_ext.init: connecting to %s; node labels come from that node's start hook", address)
         return ray.init(*args, **kwargs)
-    return ray.init(*args, **merge_into_init_kwargs(kwargs, node_spec(root)))
+    inventory, spec, name = _node(root, None, None)
+    hand_off(inventory, name)
+    return ray.init(*args, **merge_into_init_kwargs(kwargs, spec))

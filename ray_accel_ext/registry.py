@@ -208,10 +208,10 @@ def load_backends(
     return backends
 
 
-def backend_classes(env: Mapping[str, str] | None = None) -> dict[str, type[AcceleratorBackend]]:
-    """The class of every enabled, loadable backend by name; one that fails to import is left out
-    (``load_backends`` is what reports it)."""
-    disabled = disabled_names(env)
+def backend_classes(env: Mapping[str, str] | None = None, *, include_disabled: bool = False) -> dict[str, type[AcceleratorBackend]]:
+    """The class of every enabled (or, with ``include_disabled``, installed), loadable backend by
+    name; one that fails to import is left out (``load_backends`` is what reports it)."""
+    disabled = set() if include_disabled else disabled_names(env)
     out: dict[str, type[AcceleratorBackend]] = {}
     try:
         specs = available_backends()
@@ -233,10 +233,10 @@ def backend_classes(env: Mapping[str, str] | None = None) -> dict[str, type[Acce
 
 
 def families(env: Mapping[str, str] | None = None) -> list[FamilyInfo]:
-    """Every family this node could have: installed backends (from their declarations) and the
-    :data:`KNOWN_FAMILIES` whose backend is not installed, sorted by backend name."""
+    """Every family this node could have: installed backends, switched off or not (from their
+    declarations), and the :data:`KNOWN_FAMILIES` whose backend is not installed, by backend name."""
     out: dict[str, FamilyInfo] = {}
-    for name, cls in backend_classes(env).items():
+    for name, cls in backend_classes(env, include_disabled=True).items():
         known = KNOWN_FAMILIES.get(name)
         out[name] = FamilyInfo(
             backend=name,

@@ -261,22 +261,29 @@ function table(caption, headers, rows) {
 function deviceRows(desc, health) {
   const gone = new Set(((health && health.missing) || []).map(m => m.pci_address).filter(Boolean));
   const peers = {};  // device -> link label -> [peer indices]
+  const remote = {};  // device -> link label -> ["worker W chip C", ...] (links to other hosts)
   for (const l of desc.links || []) {
     const label = fabricName(l.kind) + (l.lanes > 1 ? " ×" + l.lanes : "");
+    if (l.peer_worker !== undefined && l.peer_worker !== null) {
+      const m = (remote[l.a] = remote[l.a] || {});
+      (m[label] = m[label] || []).push("worker " + l.peer_worker + " chip " + l.b + (l.wrap ? " (wrap-around)" : ""));
+      continue;
+    }
     for (const [a, b] of [[l.a, l.b], [l.b, l.a]]) {
       const m = (peers[a] = peers[a] || {});
-      (m[label] = m[label] || []).push(b);
+      (m[label] = m[label] || []).push(b + (l.wrap ? " (wrap-around)" : ""));
     }
   }
   const n = desc.devices.length;
   const linkText = i => Object.entries(peers[i] || {}).map(([label, to]) =>
-    label + " to " + (to.length === n - 1 && n > 2 ? "all " + to.length + " others" : "device" + (to.length > 1 ? "s " : " ") + to.sort((x, y) => x - y).join(", "))
-  ).join("; ");
+    label + " to " + (to.length === n - 1 && n > 2 ? "all " + to.length + " others" : "device" + (to.length > 1 ? "s " : " ") + to.sort((x, y) => parseInt(x) - parseInt(y)).join(", "))
+  ).concat(Object.entries(remote[i] || {}).map(([label, to]) => label + " to " + to.join(", "))).join("; ");
   return desc.devices.map(d => [
     String(d.index),
     el("code", {}, d.pci_address || d.id),
     d.numa_node === null || d.numa_node === undefined ? "–" : String(d.numa_node),
-    d.coords ? d.coords.join(",") : "–",
+    d.coords ? d.coords.join(",") + (d.host_coords ? " (host " + d.host_coords.join(",") + ")" : "") :
+      (d.host_coords ? "host " + d.host_coords.join(",") : "–"),
     linkText(d.index) || "none",
     (d.nics || []).map(n => n.nic + " " + n.path).join(", ") || "none",
     gone.has(d.pci_address) ? el("span", {"class":"badge degraded"}, "⚠ MISSING") : "present",

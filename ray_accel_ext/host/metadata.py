@@ -9,12 +9,23 @@ Ray's own TPU manager calls the metadata server up to 9 times per node start wit
 (see ``reference/ray-2.60.md`` section 8.9). Here every answer is cached for the life of the client
 (one discovery run), each call is bounded by ``RAY_ACCEL_METADATA_TIMEOUT_S`` (default 0.5 s) and
 by the discovery deadline, and 429/5xx are retried at most twice, honouring ``Retry-After`` only
-while it fits in the deadline. A 404 is an answer (the key does not exist): ``None``.
+while it fits in the deadline. A 404 is an answer (the key does not exist): ``None``. With
+``RAY_ACCEL_METADATA=off`` nothing is asked (every call is a :class:`MetadataServerError`).
+
+GCE ``instance/...`` keys are all answered from **one** request: the instance directory read
+recursively (``GET /computeMetadata/v1/instance/?recursive=true``, JSON; "Query metadata
+recursively", https://cloud.google.com/compute/docs/metadata/querying-metadata). In that JSON the
+server's own keys are camelCase (``machine-type`` -> ``machineType``), numbered directories are
+arrays (``network-interfaces/0/ip`` -> ``networkInterfaces[0].ip``) and numbers are JSON numbers
+(``id``), while custom attributes keep their names (``attributes["tpu-env"]``); :func:`instance_value`
+maps a plain key onto it. The answer is bounded by ``MAX_RECURSIVE_BYTES`` (all of a VM's metadata
+entries together may hold 512 KB, https://cloud.google.com/compute/docs/metadata/setting-custom-metadata#limitations).
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import socket
 import threading
@@ -33,13 +44,20 @@ from ..errors import (
 if TYPE_CHECKING:
     from .fs import Deadline
 
-__all__ = ["MetadataClient", "GCE_DEFAULT_HOST", "IMDS_DEFAULT_ENDPOINT"]
+__all__ = ["MetadataClient", "GCE_DEFAULT_HOST", "IMDS_DEFAULT_ENDPOINT", "instance_value", "camel", "NAME_DIRS"]
 
 GCE_DEFAULT_HOST = "metadata.google.internal"
 IMDS_DEFAULT_ENDPOINT = "http://169.254.169.254"
 DEFAULT_TIMEOUT_S = 0.5
 MAX_RETRIES = 2
 MAX_BODY_BYTES = 256 * 1024
+MAX_RECURSIVE_BYTES = 1024 * 1024
+INSTANCE_DIR = "instance/"
+# Directories whose entries are names, kept as they are in the recursive JSON (custom attributes,
+# service-account names); every other key there is camelCase.
+NAME_DIRS = ("attributes", "service-accounts")
+# Endpoints under instance/ that a recursive listing does not contain (they mint a value per call).
+_NOT_IN_LISTING = ("instance/service-accounts/", "instance/guest-attributes/")
 _TOKEN_TTL_S = "60"
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
 
@@ -61,6 +79,9 @@ class MetadataClient:
         self._failed: dict[str, ProviderError] = {}
         self._lock = threading.Lock()
         self._imds_token: str | None = None
+        self._instance: dict[str, object] | None = None
+        # RAY_ACCEL_METADATA=off: never ask (worker processes describing their node again).
+        self.enabled = env.get("RAY_ACCEL_METADATA", "").strip().lower() not in ("off", "0", "false", "no")
         self.calls = 0  # HTTP requests actually sent (benchmarks compare this with Ray's)
 
     # -- endpoints ------------------------------------------------------------------------------
@@ -93,8 +114,31 @@ class MetadataClient:
     # -- public API -----------------------------------------------------------------------------
 
     def gce(self, path: str) -> str | None:
-        """``computeMetadata/v1/<path>`` (``instance/attributes/tpu-env``); None on 404."""
+        """``computeMetadata/v1/<path>`` (``instance/attributes/tpu-env``); None on 404.
+
+        ``instance/...`` keys come from the one recursive read of :meth:`gce_instance`."""
+        path = path.lstrip("/")
+        if path.startswith(INSTANCE_DIR) and not path.startswith(_NOT_IN_LISTING):
+            return instance_value(self.gce_instance(), path)
         return self._cached("gce", path, lambda: self._get_gce(path))
+
+    def gce_instance(self) -> Mapping[str, object]:
+        """The whole ``instance/`` directory, read once (``?recursive=true``) and cached."""
+        with self._lock:
+            if self._instance is not None:
+                return self._instance
+        text = self._cached("gce", INSTANCE_DIR, lambda: self._get_gce(f"{INSTANCE_DIR}?recursive=true",
+                                                                         max_bytes=MAX_RECURSIVE_BYTES))
+        url = f"{self.gce_base}/computeMetadata/v1/{INSTANCE_DIR}?recursive=true"
+        try:
+            doc = json.loads(text or "{}")
+        except ValueError as exc:
+            raise MetadataServerError(f"GET {url}: the recursive answer is not JSON ({exc})", endpoint=url) from None
+        if not isinstance(doc, dict):
+            raise MetadataServerError(f"GET {url}: the recursive answer is not a JSON object", endpoint=url)
+        with self._lock:
+            self._instance = doc
+        return doc
 
     def gce_attribute(self, key: str) -> str | None:
         """An instance attribute (``accelerator-type``, ``tpu-env``, ...); None when absent."""
@@ -107,6 +151,8 @@ class MetadataClient:
     # -- internals ------------------------------------------------------------------------------
 
     def _cached(self, kind: str, path: str, fetch) -> str | None:
+        if not self.enabled:
+            raise MetadataServerError(f"{kind} metadata {path}: not asked (RAY_ACCEL_METADATA=off)", endpoint=path, attempts=0)
         key = (kind, path)
         with self._lock:
             if key in self._cache:
@@ -124,9 +170,9 @@ class MetadataClient:
             self._cache[key] = value
         return value
 
-    def _get_gce(self, path: str) -> str | None:
+    def _get_gce(self, path: str, *, max_bytes: int = MAX_BODY_BYTES) -> str | None:
         url = f"{self.gce_base}/computeMetadata/v1/{path.lstrip('/')}"
-        status, body, _ = self._request("GET", url, {"Metadata-Flavor": "Google"})
+        status, body, _ = self._request("GET", url, {"Metadata-Flavor": "Google"}, max_bytes=max_bytes)
         return body
 
     def _get_imds(self, path: str) -> str | None:
@@ -146,7 +192,8 @@ class MetadataClient:
         return body
 
     def _request(
-        self, method: str, url: str, headers: dict[str, str], *, not_found_ok: bool = True
+        self, method: str, url: str, headers: dict[str, str], *, not_found_ok: bool = True,
+        max_bytes: int = MAX_BODY_BYTES,
     ) -> tuple[int, str | None, dict[str, str]]:
         parts = urlsplit(url)
         attempts = 0
@@ -158,7 +205,7 @@ class MetadataClient:
                     f"{method} {url}: discovery budget spent", endpoint=url, attempts=attempts - 1
                 )
             try:
-                status, body, resp_headers = self._once(method, parts, headers, timeout)
+                status, body, resp_headers = self._once(method, parts, headers, timeout, max_bytes)
             except (socket.timeout, TimeoutError):
                 raise MetadataTimeout(
                     f"{method} {url}: no answer within {timeout:.2f}s", endpoint=url, attempts=attempts
@@ -187,7 +234,7 @@ class MetadataClient:
                 attempts=attempts,
             )
 
-    def _once(self, method, parts, headers, timeout) -> tuple[int, str, dict[str, str]]:
+    def _once(self, method, parts, headers, timeout, max_bytes=MAX_BODY_BYTES) -> tuple[int, str, dict[str, str]]:
         self.calls += 1
         end = time.monotonic() + timeout
         conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
@@ -196,7 +243,7 @@ class MetadataClient:
             path = parts.path + (f"?{parts.query}" if parts.query else "")
             conn.request(method, path or "/", headers=headers)
             resp = conn.getresponse()
-            raw = _read_body(resp, conn, end)
+            raw = _read_body(resp, conn, end, max_bytes)
             declared = resp.getheader("Content-Length")
             if declared is not None and declared.isdigit() and len(raw) < int(declared):
                 raise http.client.HTTPException(f"truncated answer: {len(raw)} of {declared} bytes")
@@ -216,8 +263,9 @@ class MetadataClient:
             conn.close()
 
 
-def _read_body(resp: http.client.HTTPResponse, conn: http.client.HTTPConnection, end: float) -> bytes:
-    """The body, at most ``MAX_BODY_BYTES``, read before ``end``: a server that sends a byte now
+def _read_body(resp: http.client.HTTPResponse, conn: http.client.HTTPConnection, end: float,
+               max_bytes: int = MAX_BODY_BYTES) -> bytes:
+    """The body, at most ``max_bytes``, read before ``end``: a server that sends a byte now
     and then never trips the per-read socket timeout, so the whole read has one."""
     chunks: list[bytes] = []
     size = 0
@@ -232,8 +280,8 @@ def _read_body(resp: http.client.HTTPResponse, conn: http.client.HTTPConnection,
             return b"".join(chunks)
         chunks.append(chunk)
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise http.client.HTTPException(f"answer larger than {MAX_BODY_BYTES} bytes")
+        if size > max_bytes:
+            raise http.client.HTTPException(f"answer larger than {max_bytes} bytes")
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -244,3 +292,43 @@ def _retry_after(value: str | None) -> float | None:
     except ValueError:
         return None  # HTTP-date form: treat as no hint
     return seconds if seconds >= 0 else None
+
+
+def camel(segment: str) -> str:
+    """A metadata server key as the recursive JSON spells it (``machine-type`` -> ``machineType``)."""
+    head, *rest = segment.split("-")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def instance_value(doc: Mapping[str, object], path: str) -> str | None:
+    """The plain-GET answer for ``path`` (``instance/attributes/tpu-env``) out of the recursive
+    ``instance/`` document, None where the key does not exist (a plain GET would answer 404).
+
+    Custom attributes keep their names; every other key is camelCase; a number indexes an
+    array; a JSON number or boolean reads as its text (``instance/id`` -> ``"6331980990053453154"``).
+    """
+    parts = [p for p in path.strip("/").split("/") if p]
+    if not parts or parts[0] != "instance":
+        return None
+    node: object = doc
+    parent = "instance"
+    for part in parts[1:]:
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                return None
+            node = node[int(part)]
+        elif isinstance(node, Mapping):
+            key = part if parent in NAME_DIRS else camel(part)
+            if key not in node:
+                return None
+            node = node[key]
+        else:
+            return None
+        parent = part
+    if isinstance(node, bool):
+        return "TRUE" if node else "FALSE"
+    if isinstance(node, (int, float)):
+        return str(node)
+    if isinstance(node, str):
+        return node
+    return None  # a directory: callers ask for values

@@ -36,12 +36,21 @@ from ..host.snapshot import snapshot_env
 from .fake_metadata import MetadataServers
 from .snapshots import metadata_spec
 
-__all__ = ["SimulatedCluster", "SimNode", "NODE_NAME_LABEL", "HOOK"]
+__all__ = ["SimulatedCluster", "SimNode", "NODE_NAME_LABEL", "HOOK", "with_this_package"]
 
 HOOK = "ray_accel_ext.ray_hook.start_hook"
 NODE_NAME_LABEL = "sim.rayaccel.io/node"
 _READY_MARK = "Ray runtime started"
 _START_TIMEOUT_S = 120.0
+
+
+def with_this_package(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with this copy of ray_accel_ext first on ``PYTHONPATH``: ``ray start`` (a console
+    script) imports the hook from wherever the package is installed, which need not be the copy
+    under test (a source checkout next to an installed one)."""
+    here = str(Path(__file__).resolve().parents[2])
+    rest = env.get("PYTHONPATH", "")
+    return {**env, "PYTHONPATH": here + (os.pathsep + rest if rest else "")}
 
 
 def _free_port() -> int:
@@ -143,7 +152,7 @@ class SimulatedCluster:
                 servers = MetadataServers(spec).start()
                 node_env.update(servers.env())
         node_env.update(env or {})
-        return SimNode(name, snapshot, node_env, temp_dir, temp_dir / "ray-start.log", servers=servers)
+        return SimNode(name, snapshot, with_this_package(node_env), temp_dir, temp_dir / "ray-start.log", servers=servers)
 
     def _argv(self, node: SimNode, head: bool, num_cpus: float, extra_args: Sequence[str]) -> list[str]:
         argv = [

@@ -33,7 +33,7 @@ class LoopbackServer:
     name = "loopback"
     methods: tuple[str, ...] = ("GET",)
 
-    def __init__(self, faults: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def __init__(self, faults: Mapping[str, Mapping[str, Any]] | None = None, *, port: int = 0) -> None:
         #: seconds between shutdown checks of the serving loop (http.server's default 0.5 s made
         #: every stop cost half a second)
         self.poll_interval_s = 0.05
@@ -42,9 +42,10 @@ class LoopbackServer:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
+        self._port = port  # 0: a free one
 
     def start(self):
-        """Listen on a free port of 127.0.0.1 and serve in a daemon thread."""
+        """Listen on 127.0.0.1 (a free port unless one was given) and serve in a daemon thread."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -55,7 +56,7 @@ class LoopbackServer:
 
         for method in self.methods:
             setattr(Handler, f"do_{method}", lambda h, m=method: server._handle(h, m))
-        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietHTTPServer(("127.0.0.1", self._port), Handler)
         threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": self.poll_interval_s},
             daemon=True, name=f"fake-{self.name}",

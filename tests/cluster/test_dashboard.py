@@ -154,6 +154,9 @@ def test_dashboard_page_in_chromium(cluster):
             text = f"{name}{f' ×{lanes}' if lanes > 1 else ''} to all {len(desc['devices']) - 1} others"
             assert text in html, text
         assert re.search(r"mlx5_0 (PIX|PXB)", html)
+        # TPU chips: ICI links inside the host and to the neighbour hosts of the slice, coordinates
+        assert "ICI to devices 0, 3; ICI to worker 1 chip 0" in html  # worker 0, chip 1
+        assert "2,2 (host 0,0)" in html  # worker 3, chip 0
         screenshot(server.url, ARTIFACTS / "dashboard-test.png")
         assert (ARTIFACTS / "dashboard-test.png").stat().st_size > 10_000
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ray_accel_ext.backends.tpu.topology import slice_shape
+from ray_accel_ext.backends.tpu.layout import HostFacts, slice_layout
+from ray_accel_ext.backends.tpu.topology import parse_accelerator_type, parse_topology
 from ray_accel_ext.compat import TESTED_RAY_VERSIONS
 from ray_accel_ext.ray_hook import start_hook
 from ray_accel_ext.registry import available_backends
@@ -111,13 +112,16 @@ def test_tpu_slice_requests_match_topology():
         generation = GKE_TPU_GENERATION[selector["cloud.google.com/gke-tpu-accelerator"]]
         topology = selector["cloud.google.com/gke-tpu-topology"]
         chips = math.prod(int(x) for x in topology.split("x"))
-        shape = slice_shape(f"{generation}-{chips}", topology)  # v6e counts chips in the suffix
         (container,) = pod["containers"]
         limits, requests = container["resources"]["limits"], container["resources"]["requests"]
-        assert int(limits["google.com/tpu"]) == shape.accelerator_type.chips_per_host == 4
-        assert int(requests["google.com/tpu"]) == int(limits["google.com/tpu"])
+        per_host = int(limits["google.com/tpu"])
+        problems: list[str] = []
+        layout = slice_layout(parse_accelerator_type(f"{generation}-{chips}"), parse_topology(topology),  # v6e: chips
+                              HostFacts(chips_seen=per_host), problems)
+        assert per_host == layout.chips_per_host == 4 and not problems
+        assert int(requests["google.com/tpu"]) == per_host
         # what the TPU webhook validates: numOfHosts == chips / chips per host
-        assert group["numOfHosts"] == shape.hosts == chips // int(limits["google.com/tpu"])
+        assert group["numOfHosts"] == layout.hosts == chips // per_host
 
 
 def test_hgx_requests_eight_gpus():

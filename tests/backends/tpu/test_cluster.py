@@ -142,5 +142,32 @@ def test_worker_sees_its_chips_and_slice_coordinates(cluster):
             assert o["chip_indices"] == [0, 1, 2, 3] and o["topology"] == "4x4" and o["hosts"] == 4
         every = {tuple(c) for o in out for c in o["coords"]}
         assert every == {(x, y) for x in range(4) for y in range(4)}  # the 4 hosts tile the 4x4 grid
+        for o in out:
+            assert o["host_coords"] == [[0, 0], [1, 0], [0, 1], [1, 1]]
+            ends = {(link["a"], link.get("peer_worker"), link["b"]) for link in o["links"]}
+            assert {(0, None, 1), (0, None, 2), (1, None, 3), (2, None, 3)} <= ends  # the 2x2 block
+            assert all(p != o["worker_id"] for _, p, _ in ends if p is not None)
     finally:
         sp.shutdown()
+
+
+def test_workers_ask_no_metadata_server(cluster):
+    """The GCE v5p host: its start made one metadata request; its workers, asking for their chips
+    (ours) and their slice (Ray's ``ray.util.tpu`` helpers), make none."""
+    import ray
+
+    node = next(n for n in cluster.nodes if n.name == "v5p-w1")
+    gce = node.servers.gce
+    assert gce.count("instance/") == 1 and gce.count() == 1  # the node start, through the hook
+
+    @ray.remote(num_cpus=0, resources={"TPU": 4}, label_selector={NODE_NAME_LABEL: "v5p-w1"})
+    def ask():
+        from ray.util.tpu import get_current_pod_name
+
+        from ray_accel_ext.backends.tpu.worker import my_tpu_chips
+
+        me = my_tpu_chips()
+        return me.slice_name, me.worker_id, me.hosts, get_current_pod_name()
+
+    assert ray.get([ask.remote() for _ in range(3)]) == [("4723019483750192837", 1, 2, "4723019483750192837")] * 3
+    assert gce.count() == 1
