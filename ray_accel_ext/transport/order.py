@@ -14,8 +14,8 @@ link whenever the fabric allows it:
 On an all-to-all fabric (NVSwitch: every pair linked) the path is plain index order, which is also
 the order Ray Train ranks the workers of one node in (lowest GPU id first, ``WorkerGroup.
 _sort_workers_by_gpu_id_grouped_by_node`` in ``ray/train/v2/_internal/execution/worker_group/
-worker_group.py``, Ray 2.60). A 2x2 TPU host gives 0, 1, 3, 2 (a ring); a Trn2 4x4 torus gives
-the snake 0-3, 7-4, 8-11, 15-12.
+worker_group.py``, Ray 2.60). A 2x2 TPU host gives 0, 1, 3, 2 (a ring); on a Trn2 4x4 torus
+(wrap-around links) every step of the path is a NeuronLink: 0 1 2 3 7 4 5 6 10 9 8 11 15 12 13 14.
 """
 
 from __future__ import annotations
