@@ -46,12 +46,16 @@ def hosts_like(snapshot: str, count: int, domain: str) -> list:
 def cases(n: int) -> dict[str, list[ReservedDomain]]:
     per_slice = 2
     slices = hosts_like("tpu/gce-v5p-16-worker1", n, "slice")
+    def one(name: str, snapshot: str) -> list[ReservedDomain]:
+        return [ReservedDomain(name, tuple(hosts_like(snapshot, n, name)))]
+
     return {
-        "DGX H100, 8 GPU + 8 NDR NICs per host": [ReservedDomain("h100", tuple(hosts_like("nvidia_gpu/h100-sxm-8gpu-dgx", n, "h100")))],
-        "GB200 NVL72 tray, 4 GPU per host": [ReservedDomain("nvl", tuple(hosts_like("nvidia_gpu/gb200-nvl72-tray", n, "nvl")))],
-        "Trn2, 64 NeuronCores + 16 EFA per host": [ReservedDomain("trn2", tuple(hosts_like("neuron/trn2-48xlarge", n, "trn2")))],
+        "DGX H100, 8 GPU + 8 NDR NICs per host": one("h100", "nvidia_gpu/h100-sxm-8gpu-dgx"),
+        "GB200 NVL72 tray, 4 GPU per host": one("nvl", "nvidia_gpu/gb200-nvl72-tray"),
+        "Trn2, 64 NeuronCores + 16 EFA per host": one("trn2", "neuron/trn2-48xlarge"),
         f"TPU v5p-16, {n // per_slice} slices of {per_slice} hosts": [
-            ReservedDomain(f"slice-{s}", tuple(slices[s * per_slice:(s + 1) * per_slice])) for s in range(n // per_slice)],
+            ReservedDomain(f"slice-{s}", tuple(slices[s * per_slice:(s + 1) * per_slice]))
+            for s in range(n // per_slice)],
     }
 
 
@@ -72,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args(argv)
     print(f"planning one reservation of {args.hosts} hosts (best / median of {args.repeats}; budget {BUDGET_MS:g} ms)")
-    print(f"{'case':46} {'ranks':>6} {'wall best':>10} {'wall med':>9} {'cpu best':>9} {'cpu med':>8} {'best/budget':>12}")
+    print(f"{'case':46} {'ranks':>6} {'wall best':>10} {'wall med':>9} {'cpu best':>9} {'cpu med':>8} "
+          f"{'best/budget':>12}")
     worst = 0.0
     for name, domains in cases(args.hosts).items():
         walls, cpus, ranks = measure(domains, args.repeats)

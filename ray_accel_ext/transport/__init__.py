@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .apply import apply_plan
 from .collect import facts_of, plan_reservation
-from .model import HostFacts, HostPlan, DomainPlan, RankPlan, ReservedDomain, TransportPlanError
+from .model import DomainPlan, HostFacts, HostPlan, RankPlan, ReservedDomain, TransportPlanError
 from .plan import LIBRARIES, VARIABLES, TransportPlan, plan_transport
 
 __all__ = [

@@ -55,7 +55,8 @@ def host_env(view: HostView, ctx: PlanContext, domain: int) -> dict[str, str]:
     env: dict[str, str] = {}
     if view.socket_ifname:
         env["NCCL_SOCKET_IFNAME"] = "=" + view.socket_ifname
-    if view.vendor == "nvidia" and view.fabric_kind == "nvlink-domain" and ctx.reserved_in_fabric.get(view.fabric_id, 0) > 1:
+    multi_node = ctx.reserved_in_fabric.get(view.fabric_id, 0) > 1
+    if view.vendor == "nvidia" and view.fabric_kind == "nvlink-domain" and multi_node:
         env["NCCL_MNNVL_ENABLE"] = "1"
         env["NCCL_NVLS_ENABLE"] = "1"
     return env

@@ -17,7 +17,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "transport.md"
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_plan_matches_its_golden(name):
-    assert render(name) == (GOLDEN / f"{name}.json").read_text(), f"regenerate with python -m tests.transport.goldens --update"
+    expected = (GOLDEN / f"{name}.json").read_text()
+    assert render(name) == expected, "regenerate with: python -m tests.transport.goldens --update"
 
 
 def test_goldens_use_only_catalogued_variables_and_cover_every_family():
@@ -32,7 +33,8 @@ def test_goldens_use_only_catalogued_variables_and_cover_every_family():
 
 def test_every_variable_is_documented_with_its_source():
     text = DOC.read_text()
-    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([A-Z0-9_]+)` \|.*\| <?(https://[^ |>]+)>? \|$", text, re.M)}
+    row = re.compile(r"^\| `([A-Z0-9_]+)` \|.*\| <?(https://[^ |>]+)>? \|$", re.M)
+    rows = {m.group(1): m.group(2) for m in row.finditer(text)}
     assert set(rows) == set(VARIABLES), sorted(set(rows) ^ set(VARIABLES))
     for name, url in VARIABLES.items():
         assert rows[name] == url, name

@@ -90,4 +90,4 @@ def test_units_per_rank_must_agree_for_a_uniform_worker_group():
     assert plan.units_per_rank == 1
     mixed = plan_transport([domain(H100, 1, name="a1"), domain("neuron/trn2-48xlarge", 1, name="b2")])
     with pytest.raises(TransportPlanError, match="different unit counts"):
-        mixed.units_per_rank
+        _ = mixed.units_per_rank

@@ -88,10 +88,13 @@ def test_multi_node_nvlink_switches_only_for_two_or_more_trays_of_one_domain():
 
 def test_trays_that_share_a_worker_index_follow_their_hostnames():
     dom = domain(GB200, 3)
-    # NVML gives no tray index (every tray is fabric worker 0 in the snapshot labels' sense here)
-    same = tuple(dataclasses.replace(h, labels={**h.labels, "rayaccel.io/fabric-worker": "0"},
-                                     descriptions=tuple(dataclasses.replace(d, fabric=dataclasses.replace(d.fabric, worker=0))
-                                                        for d in h.descriptions)) for h in dom.hosts)
+    # NVML gives no tray index: every tray of a domain is fabric worker 0
+    def worker0(h):
+        descriptions = tuple(dataclasses.replace(d, fabric=dataclasses.replace(d.fabric, worker=0))
+                             for d in h.descriptions)
+        return dataclasses.replace(h, labels={**h.labels, "rayaccel.io/fabric-worker": "0"}, descriptions=descriptions)
+
+    same = tuple(worker0(h) for h in dom.hosts)
     plan = plan_transport([ReservedDomain("d0", tuple(reversed(same)))])
     assert [h.hostname for h in plan.hosts] == ["d0-host0", "d0-host1", "d0-host2"]
 

@@ -27,8 +27,8 @@ from ray.util.tpu import get_tpu_coordinator_env_vars  # noqa: E402
 from ray_accel_ext.placement import DomainRequest, claims_snapshot  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain, tpu_slice  # noqa: E402
-from ray_accel_ext.transport.collect import interface_of  # noqa: E402
 from ray_accel_ext.train import reserve_for_training  # noqa: E402
+from ray_accel_ext.transport.collect import interface_of  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
