@@ -141,6 +141,7 @@ def reserve_for_training(
     units_per_rank: int | None = None,
     ports: Mapping[str, int] | None = None,
     lease_ttl_s: float = 60.0,
+    probe_timeout_s: float = 60.0,
     **reserve_kwargs: Any,
 ) -> TrainJob:
     """Reserve ``domains`` domains (each with the fallback chain ``steps``) and plan their transport.
@@ -156,7 +157,7 @@ def reserve_for_training(
         for _ in range(domains):
             held.append(reserve(*steps, **reserve_kwargs))
         held.sort(key=lambda r: r.domain)
-        plan = plan_reservation(*held, units_per_rank=units_per_rank, ports=ports)
+        plan = plan_reservation(*held, units_per_rank=units_per_rank, ports=ports, probe_timeout_s=probe_timeout_s)
     except BaseException:
         for r in held:
             r.release()

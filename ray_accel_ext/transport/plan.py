@@ -42,7 +42,9 @@ class TransportPlan:
     devices of the host than the plan laid out (a bundle that holds part of a host).
     """
 
-    def __init__(self, ranks, hosts, domains, views, ctx, libraries, warnings, units_per_rank):
+    def __init__(self, ranks: list[RankPlan], hosts: list[HostPlan], domains: list[DomainPlan],
+                 views: dict[str, HostView], ctx: PlanContext, libraries: list[str], warnings: list[str],
+                 units_per_rank: int | None) -> None:
         self.ranks: tuple[RankPlan, ...] = tuple(ranks)
         self.hosts: tuple[HostPlan, ...] = tuple(hosts)
         self.domains: tuple[DomainPlan, ...] = tuple(domains)

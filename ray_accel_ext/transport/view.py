@@ -1,7 +1,8 @@
 """From what a node published (labels, resources, descriptions) to the planner's view of a host.
 
-The accelerator family planned on a host is the one the reservation holds there (``reserved``), else
-the description with the most devices. Without a description (a node whose discovery could not be
+The accelerator family planned on a host is the one the reservation holds there (``reserved``; a
+reservation that holds no accelerator there plans one CPU rank), else the description with the most
+devices. Without a description (a node whose discovery could not be
 probed) the view is built from labels and resources alone: units in index order, no devices, so no
 per-device NIC pairing; the plan says so in its warnings.
 """
@@ -33,6 +34,8 @@ GPU_DOMAIN = f"{RAY_PREFIX}/gpu-domain"
 
 def _pick(facts: HostFacts) -> tuple[NodeDescription | None, str]:
     held = {r: q for r, q in (facts.reserved or {}).items() if r in ACCELERATOR_RESOURCES and q > 0}
+    if facts.reserved is not None and not held:
+        return None, ""  # the reservation holds no accelerator here: one CPU rank
     for desc in facts.descriptions:
         if desc.resource_name in held:
             return desc, desc.resource_name

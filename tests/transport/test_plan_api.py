@@ -91,3 +91,9 @@ def test_units_per_rank_must_agree_for_a_uniform_worker_group():
     mixed = plan_transport([domain(H100, 1, name="a1"), domain("neuron/trn2-48xlarge", 1, name="b2")])
     with pytest.raises(TransportPlanError, match="different unit counts"):
         _ = mixed.units_per_rank
+
+
+def test_a_reservation_without_accelerators_on_a_gpu_host_plans_one_cpu_rank():
+    plan = plan_transport([domain(H100, 2, CPU=1)])
+    assert plan.resource == "" and [r.units for r in plan.ranks] == [(), ()]
+    assert plan.ranks[0].env == {"GLOO_SOCKET_IFNAME": "eth0"}
