@@ -1,4 +1,5 @@
-"""Ray Serve and Ray Data on a reserved GB200 NVLink domain of a simulated cluster, plan applied.
+"""Ray Serve, Ray Data and a failing Ray Train run on a reserved GB200 NVLink domain of a simulated
+cluster, plan applied.
 
 Cluster: a head without accelerators and one NVLink domain of two GB200 trays (copies of the tray
 snapshot, 4 GPUs each), every node a ``ray start`` through the start hook.
@@ -9,14 +10,17 @@ snapshot, 4 GPUs each), every node a ``ray start`` through the start hook.
 * Serve: one replica spans the domain (``serve_options``): the replica is rank 0 on the first
   tray, it starts rank 1's actor (``rank_actor_options``) in its own group, on the second tray;
   each sees its rank's variables. The domain stays claimed while Serve holds it and is free after.
+* Train: a run whose workers raise gives the domain back (``TrainJob.fit`` releases in ``finally``).
 """
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
 
+os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 pytest.importorskip("ray.data")
@@ -24,8 +28,16 @@ pytest.importorskip("ray.data")
 from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve_domain  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from ray_accel_ext.testing.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
-from ray_accel_ext.train import map_options, rank_actor_options, reserve_for_training, serve_options, with_plan  # noqa: E402
+from ray_accel_ext.train import (  # noqa: E402
+    map_options,
+    rank_actor_options,
+    reserve_for_training,
+    serve_options,
+    with_plan,
+)
 from ray_accel_ext.transport import apply_plan, plan_reservation  # noqa: E402
+
+pytest.importorskip("torch")
 
 pytestmark = pytest.mark.ray
 
@@ -117,3 +129,24 @@ def test_a_serve_replica_spans_the_domain_with_the_plan(cluster):
     assert [r["node"] for r in reports] == plan.node_ids()
     for r in reports:
         assert r["env"] == r["planned"] == dict(plan.ranks[r["rank"]].env)
+
+
+def failing_train_fn(config):
+    raise ValueError("this run fails on purpose")
+
+
+def test_a_failed_training_run_gives_the_domain_back(cluster, tmp_path):
+    from ray.train import RunConfig
+    from ray.train.torch import TorchTrainer
+
+    job = reserve_for_training(DomainRequest(hosts=2, selector=GB200, deadline_s=60), units_per_rank=4)
+    key = f"{FABRIC}={job.domains[0]}"
+    assert key in claims_snapshot()
+    trainer = TorchTrainer(failing_train_fn, scaling_config=job.scaling_config(cpus_per_worker=0.5),
+                           torch_config=job.torch_config(backend="gloo"),
+                           run_config=RunConfig(name="fails", storage_path=str(tmp_path)))
+    with pytest.raises(Exception, match="fails on purpose"):
+        job.fit(trainer)
+    assert key not in claims_snapshot()
+    assert all(pg["state"] == "REMOVED" for pg in ray.util.placement_group_table().values()
+               if pg["name"].startswith("rayaccel-"))
