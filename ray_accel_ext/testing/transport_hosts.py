@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 
 from ..host import open_host
-from ..labels import PROJECT_PREFIX
+from ..adapter import label_key
 from ..location import hostname
 from ..model import Fabric, NodeDescription
 from ..transport.model import HostFacts
@@ -24,7 +24,8 @@ from .snapshots import run_snapshot
 
 __all__ = ["snapshot_facts", "replicate"]
 
-FABRIC_WORKER = f"{PROJECT_PREFIX}/fabric-worker"
+FABRIC_WORKER = label_key("fabric-worker")
+FABRIC_DOMAIN = label_key("fabric-domain")
 
 
 def snapshot_facts(
@@ -55,7 +56,7 @@ def replicate(template: HostFacts, count: int, *, domain: str | None = None) -> 
         labels = dict(template.labels)
         labels[FABRIC_WORKER] = str(i)
         if domain is not None:
-            labels[f"{PROJECT_PREFIX}/fabric-domain"] = domain
+            labels[FABRIC_DOMAIN] = domain
         descriptions = tuple(_with_worker(d, i, count) for d in template.descriptions)
         if domain is not None:
             descriptions = tuple(dataclasses.replace(d, fabric=dataclasses.replace(d.fabric, id=domain))

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from operator import attrgetter
 
-from ..labels import PROJECT_PREFIX, RAY_PREFIX
+from ..adapter import label_key
+from ..labels import RAY_PREFIX
 from ..model import NodeDescription
 from .model import HostFacts, HostView, TransportPlanError
 from .order import device_order, labels_int
@@ -22,12 +23,13 @@ __all__ = ["view_of", "topology_key", "reserved_resources", "ACCELERATOR_RESOURC
 # Ray's resource names for the device families (placement.py schedules by the same names).
 ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores")
 
-FABRIC_DOMAIN = f"{PROJECT_PREFIX}/fabric-domain"
-FABRIC_WORKER = f"{PROJECT_PREFIX}/fabric-worker"
-FABRIC_HOSTS = f"{PROJECT_PREFIX}/fabric-hosts"
-VENDOR = f"{PROJECT_PREFIX}/vendor"
-INTERCONNECT = f"{PROJECT_PREFIX}/interconnect"
-FAMILIES = f"{PROJECT_PREFIX}/families"
+# The label keys the adapter writes (adapter.py, DESIGN section 4).
+FABRIC_DOMAIN = label_key("fabric-domain")
+FABRIC_WORKER = label_key("fabric-worker")
+FABRIC_HOSTS = label_key("fabric-hosts")
+VENDOR = label_key("vendor")
+INTERCONNECT = label_key("interconnect")
+FAMILIES = label_key("families")  # backends joined by "."
 TPU_SLICE = f"{RAY_PREFIX}/tpu-slice-name"
 GPU_DOMAIN = f"{RAY_PREFIX}/gpu-domain"
 
@@ -103,7 +105,7 @@ def view_of(facts: HostFacts, cache: dict | None = None) -> HostView:
         total = int(facts.resources.get(resource, 0)) if resource else 0
         all_units, owner = tuple(range(total)), {}
         vendor = labels.get(VENDOR, "")
-        backend = labels.get(FAMILIES, "").split(",")[0]
+        backend = labels.get(FAMILIES, "").split(".")[0]
         interconnect = labels.get(INTERCONNECT, "pcie")
         kind = "tpu-slice" if labels.get(TPU_SLICE) else ("nvlink-domain" if labels.get(GPU_DOMAIN) else "host")
         fabric_id = labels.get(FABRIC_DOMAIN, facts.node_id)
