@@ -57,6 +57,10 @@ class TransportPlan:
         for r in self.ranks:
             self._by_node.setdefault(r.node_id, []).append(r)
 
+    def __repr__(self) -> str:
+        return (f"TransportPlan(world_size={self.world_size}, hosts={len(self.hosts)}, "
+                f"domains={[d.id for d in self.domains]}, libraries={self.libraries})")
+
     @property
     def world_size(self) -> int:
         return len(self.ranks)
