@@ -15,8 +15,8 @@ import dataclasses
 import os
 from collections.abc import Mapping
 
-from ..host import open_host
 from ..adapter import label_key
+from ..host import open_host
 from ..location import hostname
 from ..model import Fabric, NodeDescription
 from ..transport.model import HostFacts

@@ -60,7 +60,8 @@ def test_framework_configs_carry_the_plan_and_wrap_the_original_backend():
 
 def test_rank_mismatches_are_reported():
     assert check_ranks([{"plan_rank": 0, "world_rank": 0, "units": [0]}]) == []
-    assert check_ranks([{"plan_rank": 3, "world_rank": 2, "units": [1]}]) == ["world rank 2 runs plan rank 3 (units [1])"]
+    mismatch = [{"plan_rank": 3, "world_rank": 2, "units": [1]}]
+    assert check_ranks(mismatch) == ["world rank 2 runs plan rank 3 (units [1])"]
 
 
 def test_serve_replica_options_have_one_pinned_bundle_per_rank():
