@@ -20,13 +20,15 @@ DEFAULT_PORTS: Mapping[str, int] = {
 
 @dataclass(frozen=True, slots=True)
 class PlanContext:
-    """Plan-wide facts: world size, coordinator, domains, ports, and per-rank unit counts."""
+    """Plan-wide facts: world size, coordinator, domains, ports, per-rank unit counts, and the
+    switches that must be equal on every rank of one communicator (multi-slice, multi-node NVLink)."""
 
     world_size: int
     coordinator: str
     num_domains: int
     tpu_multislice: bool
     tpu_shared_hosts: bool
+    multi_node_nvlink: bool
     reserved_in_fabric: Mapping[str, int]
     ports: Mapping[str, int]
     units_per_rank_csv: str

@@ -9,10 +9,12 @@
   farthest of them; ``NODE``, which NCCL has no name for, is its ``PHB``), so GPUDirect RDMA is
   used at exactly the distance the hardware has; not set when the nearest NIC is across sockets
   (``SYS``): NCCL's default (``PXB``) then keeps GPUDirect off, which is right there.
-* ``NCCL_MNNVL_ENABLE=1`` and ``NCCL_NVLS_ENABLE=1`` when the reservation holds more than one host
-  of one multi-node NVLink domain (GB200 NVL72): NCCL then uses the NVLink fabric across trays and
-  NVLink SHARP over it, and fails loudly if IMEX is missing instead of falling back to the network.
-  On single-host NVSwitch boards NVLS is left to NCCL's auto-detection (default 2).
+* ``NCCL_MNNVL_ENABLE=1`` and ``NCCL_NVLS_ENABLE=1`` when every GPU host of the plan shares a
+  multi-node NVLink domain (GB200 NVL72) with another reserved host: NCCL then uses the NVLink
+  fabric across trays and NVLink SHARP over it, and fails loudly if IMEX is missing instead of
+  falling back to the network. Set on every rank or on none (a communicator whose ranks disagree
+  would check MNNVL on some ranks only); a plan that mixes such hosts with others leaves both to
+  NCCL's auto-detection (default 2), as do single-host NVSwitch boards.
 
 Sources: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; accepted level names
 and defaults in NVIDIA/nccl ``src/graph/paths.cc`` (``ncclGetLevel``, ``ncclTopoCheckGdr``),
@@ -55,8 +57,7 @@ def host_env(view: HostView, ctx: PlanContext, domain: int) -> dict[str, str]:
     env: dict[str, str] = {}
     if view.socket_ifname:
         env["NCCL_SOCKET_IFNAME"] = "=" + view.socket_ifname
-    multi_node = ctx.reserved_in_fabric.get(view.fabric_id, 0) > 1
-    if view.vendor == "nvidia" and view.fabric_kind == "nvlink-domain" and multi_node:
+    if view.vendor == "nvidia" and ctx.multi_node_nvlink:
         env["NCCL_MNNVL_ENABLE"] = "1"
         env["NCCL_NVLS_ENABLE"] = "1"
     return env

@@ -216,12 +216,16 @@ def plan_transport(
     reserved_in_fabric: dict[str, int] = {}
     for _, view, _ in layout:
         reserved_in_fabric[view.fabric_id] = reserved_in_fabric.get(view.fabric_id, 0) + 1
+    gpu_views = [view for _, view, _ in layout if view.resource == "GPU"]
+    multi_node_nvlink = bool(gpu_views) and all(
+        v.fabric_kind == "nvlink-domain" and reserved_in_fabric[v.fabric_id] > 1 for v in gpu_views)
     ctx = PlanContext(
         world_size=sum(len(groups) for _, _, groups in layout),
         coordinator=layout[0][1].address,
         num_domains=len(domain_plans),
         tpu_multislice=len(domain_plans) > 1 and len(tpu_domains) == len(domain_plans),
         tpu_shared_hosts=any(len(groups) > 1 for _, view, groups in layout if view.fabric_kind == "tpu-slice"),
+        multi_node_nvlink=multi_node_nvlink,
         reserved_in_fabric=reserved_in_fabric,
         ports=ports,
         units_per_rank_csv=",".join(str(len(g)) for _, _, groups in layout for g in groups),

@@ -84,6 +84,11 @@ def test_multi_node_nvlink_switches_only_for_two_or_more_trays_of_one_domain():
     # one tray in each of two NVLink domains: no domain has two reserved trays
     split = plan_transport([domain(GB200, 1, name="a1"), domain(GB200, 1, name="b2")])
     assert all("NCCL_MNNVL_ENABLE" not in r.env for r in split.ranks)
+    # two trays of one domain and one of another: the ranks must agree, so none gets the switch
+    mixed = plan_transport([domain(GB200, 2, name="a1"), domain(GB200, 1, name="b2")])
+    assert all("NCCL_MNNVL_ENABLE" not in r.env and "NCCL_NVLS_ENABLE" not in r.env for r in mixed.ranks)
+    both = plan_transport([domain(GB200, 2, name="a1"), domain(GB200, 2, name="b2")])
+    assert all(r.env["NCCL_MNNVL_ENABLE"] == "1" for r in both.ranks)
 
 
 def test_trays_that_share_a_worker_index_follow_their_hostnames():
