@@ -97,3 +97,16 @@ def test_a_reservation_without_accelerators_on_a_gpu_host_plans_one_cpu_rank():
     plan = plan_transport([domain(H100, 2, CPU=1)])
     assert plan.resource == "" and [r.units for r in plan.ranks] == [(), ()]
     assert plan.ranks[0].env == {"GLOO_SOCKET_IFNAME": "eth0"}
+
+
+def test_applying_a_plan_outside_a_ray_worker_is_a_clear_error():
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray session is open in this process")
+    from ray_accel_ext.transport import apply_plan
+
+    plan = plan_transport([domain(H100, 1)])
+    env: dict[str, str] = {}
+    with pytest.raises(RuntimeTopologyError, match="inside a Ray task or actor"):
+        apply_plan(plan, environ=env)
+    assert env == {}
