@@ -61,6 +61,8 @@ CAUSES: dict[str, tuple[str, str]] = {
                                         "--http-endpoint enabled --http-put-response-hop-limit 2`)"),
     "metadata-error": ("error", "the metadata server answered with an error: retry; if it persists, check the "
                                 "instance's metadata configuration"),
+    "metadata-disabled": ("warning", "AWS_EC2_METADATA_DISABLED=true switches the EC2 metadata service off for this "
+                                     "process: unset it to get zone, region and instance topology labels"),
     "ray-missing": ("warning", "install Ray: `pip install 'ray-accel-ext[ray]'`"),
     "ray-version": ("warning", f"install a tested Ray ({tested_range_text()}): `pip install 'ray-accel-ext[ray]'`; "
                                "the start hook works on any Ray, but registry mode refuses to run"),
@@ -123,6 +125,7 @@ _ERROR_CLASS_CAUSE = {
     "MetadataTimeout": "metadata-timeout",
     "MetadataRateLimited": "metadata-rate-limited",
     "MetadataServerError": "metadata-error",
+    "MetadataDisabled": "metadata-disabled",
     "DescriptionError": "description-invalid",
     "TopologyStringError": "degraded",
 }
@@ -144,6 +147,7 @@ def _host_error_cause(err: dict[str, Any]) -> str:
 
 
 _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"AWS_EC2_METADATA_DISABLED"), "metadata-disabled"),
     (re.compile(r"/api/token: HTTP 40[135]"), "metadata-token-refused"),
     (re.compile(r"HTTP 429"), "metadata-rate-limited"),
     (re.compile(r"did not answer|not asked", re.I), "metadata-timeout"),
@@ -185,6 +189,7 @@ def _plain(cause: str, backend: str | None, raw: str) -> str:
         "metadata-unreachable": "the cloud metadata server could not be reached, so provider facts are missing",
         "metadata-error": "the cloud metadata server answered with an error, so provider facts are missing",
         "metadata-token-refused": "the EC2 metadata service refused an IMDSv2 token, so provider facts are missing",
+        "metadata-disabled": "the EC2 metadata service is switched off in this environment, so provider facts are missing",
         "tool-missing": "a tool discovery needs is not installed",
         "tool-failed": "a tool discovery runs failed",
         "file-unreadable": "a file discovery needs could not be read (unreadable, broken or corrupt)",

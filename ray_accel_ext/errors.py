@@ -30,6 +30,7 @@ __all__ = [
     "MetadataTimeout",
     "MetadataRateLimited",
     "MetadataServerError",
+    "MetadataDisabled",
     "SchedulingError",
     "NoDomainAvailable",
     "WouldSplitDomain",
@@ -126,6 +127,11 @@ class MetadataRateLimited(ProviderError):
 
 class MetadataServerError(ProviderError):
     """HTTP 5xx, a refused token, a reset connection, or a malformed answer."""
+
+
+class MetadataDisabled(ProviderError):
+    """The environment switched the metadata server off (``AWS_EC2_METADATA_DISABLED=true``):
+    nothing was sent."""
 
 
 # -- scheduling ---------------------------------------------------------------------------------
