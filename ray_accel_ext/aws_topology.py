@@ -6,8 +6,11 @@ topology works"); we map them to :class:`~ray_accel_ext.model.Location` as
 * three or more nodes: ``cluster`` = first, ``block`` = second to last, ``rack`` = last;
 * two nodes: ``block`` = first, ``rack`` = last; one node: ``rack``.
 
+:func:`with_network_topology` adds it to the location of any EC2 host, whatever its accelerator
+family (P4d/P5/P6 GPUs and Trn/Inf Neuron hosts alike; AWS lists the instance types it covers).
 It needs ``boto3`` (``pip install ray-accel-ext[aws]``), credentials from boto3's usual chain
-(instance profile, environment) with ``ec2:DescribeInstanceTopology``, and is opt-in per node:
+(instance profile, IRSA or EKS Pod Identity, environment) allowed ``ec2:DescribeInstanceTopology``
+(``deploy/kuberay/eks-topology-iam-policy.json``), and is opt-in per node:
 ``RAY_ACCEL_AWS_TOPOLOGY=1``, because every node start costs one API call against the account's
 request limit. ``RAY_ACCEL_EC2_API_ENDPOINT`` redirects the call (tests point it at
 :mod:`ray_accel_ext.testing.fake_ec2`). Without boto3 or credentials the feature is simply
@@ -17,18 +20,32 @@ made once, without retries; API errors raise :class:`~ray_accel_ext.errors.Provi
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-from .errors import MetadataRateLimited, MetadataServerError, MetadataTimeout
+from .errors import MetadataRateLimited, MetadataServerError, MetadataTimeout, ProviderError
 
-__all__ = ["ENABLE_ENV", "ENDPOINT_ENV", "InstanceTopology", "enabled", "boto3_available", "describe_instance_topology"]
+if TYPE_CHECKING:
+    from .host import Host
+    from .model import Location
+
+__all__ = [
+    "ENABLE_ENV", "ENDPOINT_ENV", "InstanceTopology", "enabled", "boto3_available", "describe_instance_topology",
+    "with_network_topology", "provider_reason",
+]
 
 ENABLE_ENV = "RAY_ACCEL_AWS_TOPOLOGY"
 ENDPOINT_ENV = "RAY_ACCEL_EC2_API_ENDPOINT"
 _THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException"}
+API_TIMEOUT_S = 1.0
+# Budget kept for reading sysfs and building the description after the network lookups.
+_DESCRIBE_RESERVE_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,3 +132,65 @@ def describe_instance_topology(
                 capacity_block_id=item.get("CapacityBlockId") or None,
             )
     return None
+
+
+def provider_reason(exc: ProviderError) -> str:
+    """``exc``'s message with the server's address cut from URLs (it holds a per-run port in tests)."""
+    message = exc.message
+    if exc.endpoint:
+        parts = urlsplit(exc.endpoint)
+        if parts.scheme and parts.netloc:
+            message = message.replace(f"{parts.scheme}://{parts.netloc}", "")
+    return f"{type(exc).__name__}: {message}"
+
+
+def with_network_topology(host: Host, location: Location, problems: list[str]) -> Location:
+    """``location`` with cluster/block/rack from ``DescribeInstanceTopology`` when the node opts in
+    (``RAY_ACCEL_AWS_TOPOLOGY=1``); what went wrong goes into ``problems``, never raised."""
+    if not enabled(host.env):
+        return location
+    if not boto3_available():
+        problems.append(f"{ENABLE_ENV} is set but boto3 (the [aws] extra) is not installed")
+        return location
+    try:
+        instance_id = host.metadata.imds("instance-id")
+    except ProviderError as exc:
+        problems.append(f"EC2 IMDS instance-id: {provider_reason(exc)}")
+        return location
+    if not instance_id or not location.region:
+        problems.append("DescribeInstanceTopology skipped: instance id or region unknown")
+        return location
+    # boto3's import and credential chain are not bounded by the HTTP timeout: run the lookup in
+    # its own thread and stop waiting while there is still budget to describe the devices.
+    outcome: dict[str, object] = {}
+
+    def lookup() -> None:
+        try:
+            outcome["topology"] = describe_instance_topology(
+                host.env,
+                instance_id=instance_id.strip(),
+                region=location.region or "",
+                timeout_s=min(API_TIMEOUT_S, host.deadline.remaining() / 2),
+            )
+        except Exception as exc:  # noqa: BLE001 - reported below, never raised into discovery
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=lookup, name="ray-accel-ec2-topology", daemon=True)
+    worker.start()
+    worker.join(max(0.0, host.deadline.remaining() - _DESCRIBE_RESERVE_S))
+    if worker.is_alive():
+        problems.append("DescribeInstanceTopology: no answer within the discovery budget (boto3 import, "
+                        "credentials or the API); rack/block/cluster left unknown")
+        return location
+    error = outcome.get("error")
+    if isinstance(error, ProviderError):
+        problems.append(f"{type(error).__name__}: {error.message}")
+        return location
+    if error is not None:
+        problems.append(f"DescribeInstanceTopology: {type(error).__name__}: {error}")
+        return location
+    topo = outcome.get("topology")
+    if not isinstance(topo, InstanceTopology):
+        return location
+    cluster, block, rack = topo.levels()
+    return dataclasses.replace(location, cluster=cluster, block=block, rack=rack)

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
-from urllib.parse import urlsplit
 
 from .. import aws_topology
+from ..aws_topology import provider_reason as _provider_reason
 from ..backend import AcceleratorBackend, Capabilities
 from ..errors import CommandError, HostReadError, ProviderError
 from ..host import Host
@@ -57,9 +56,6 @@ CORES_PER_DEVICE_ENV = "RAY_ACCEL_NEURON_CORES_PER_DEVICE"
 # neuron-ls gets at most this long, and never more than half of what is left of the discovery
 # budget, so that a hanging tool still leaves time to describe the node from sysfs.
 NEURON_LS_TIMEOUT_S = 1.5
-AWS_API_TIMEOUT_S = 1.0
-# Budget kept for reading sysfs and building the description after the network lookups.
-_DESCRIBE_RESERVE_S = 0.5
 _PREFIX = "neuron.rayaccel.io"
 _INSTANCE_TYPE_RE = re.compile(r"^[a-z][a-z0-9-]*\.[0-9]*[a-z]+$")
 
@@ -109,7 +105,7 @@ class NeuronBackend(AcceleratorBackend):
                 f"{len(numbers)} found by {'neuron-ls' if ls else 'PCI scan'}"
             )
         location = _aws_location(host, problems)
-        location = _with_network_topology(host, location, problems)
+        location = aws_topology.with_network_topology(host, location, problems)
 
         bdfs = _bdfs(numbers, ls, functions)
         if ls is None and len(numbers) > 1:
@@ -243,16 +239,6 @@ def _neuron_ls(host: Host, problems: list[str]) -> tuple[dict[int, LsDevice] | N
         return None, False
 
 
-def _provider_reason(exc: ProviderError) -> str:
-    """``exc``'s message with the server's address cut from URLs (it holds a per-run port in tests)."""
-    message = exc.message
-    if exc.endpoint:
-        parts = urlsplit(exc.endpoint)
-        if parts.scheme and parts.netloc:
-            message = message.replace(f"{parts.scheme}://{parts.netloc}", "")
-    return f"{type(exc).__name__}: {message}"
-
-
 def _aws_location(host: Host, problems: list[str]) -> Location:
     """Instance type (DMI ``product_name`` on Nitro, else IMDSv2), region and zone.
 
@@ -274,56 +260,6 @@ def _aws_location(host: Host, problems: list[str]) -> Location:
 
 def _clean(value: str | None) -> str | None:
     return value.strip() or None if value else None
-
-
-def _with_network_topology(host: Host, location: Location, problems: list[str]) -> Location:
-    if not aws_topology.enabled(host.env):
-        return location
-    if not aws_topology.boto3_available():
-        problems.append(f"{aws_topology.ENABLE_ENV} is set but boto3 (the [aws] extra) is not installed")
-        return location
-    try:
-        instance_id = host.metadata.imds("instance-id")
-    except ProviderError as exc:
-        problems.append(f"EC2 IMDS instance-id: {_provider_reason(exc)}")
-        return location
-    if not instance_id or not location.region:
-        problems.append("DescribeInstanceTopology skipped: instance id or region unknown")
-        return location
-    # boto3's import and credential chain are not bounded by the HTTP timeout: run the lookup in
-    # its own thread and stop waiting while there is still budget to describe the devices.
-    outcome: dict[str, object] = {}
-
-    def lookup() -> None:
-        try:
-            outcome["topology"] = aws_topology.describe_instance_topology(
-                host.env,
-                instance_id=instance_id.strip(),
-                region=location.region or "",
-                timeout_s=min(AWS_API_TIMEOUT_S, host.deadline.remaining() / 2),
-            )
-        except Exception as exc:  # noqa: BLE001 - reported below, never raised into discovery
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=lookup, name="ray-accel-ec2-topology", daemon=True)
-    worker.start()
-    worker.join(max(0.0, host.deadline.remaining() - _DESCRIBE_RESERVE_S))
-    if worker.is_alive():
-        problems.append("DescribeInstanceTopology: no answer within the discovery budget (boto3 import, "
-                        "credentials or the API); rack/block/cluster left unknown")
-        return location
-    error = outcome.get("error")
-    if isinstance(error, ProviderError):
-        problems.append(f"{type(error).__name__}: {error.message}")
-        return location
-    if error is not None:
-        problems.append(f"DescribeInstanceTopology: {type(error).__name__}: {error}")
-        return location
-    topo = outcome.get("topology")
-    if not isinstance(topo, aws_topology.InstanceTopology):
-        return location
-    cluster, block, rack = topo.levels()
-    return dataclasses.replace(location, cluster=cluster, block=block, rack=rack)
 
 
 def _bdfs(numbers: list[int], ls: dict[int, LsDevice] | None, functions: dict[str, str]) -> dict[int, str]:
