@@ -90,8 +90,8 @@ def schema(version: str = "v1") -> dict:
     (entry,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
     root = _strict(copy.deepcopy(entry["schema"]["openAPIV3Schema"]))
     root["properties"]["metadata"] = _OBJECT_META
-    root["properties"]["apiVersion"] = {"const": f"{crd['spec']['group']}/{version}"}
-    root["properties"]["kind"] = {"const": crd["spec"]["names"]["kind"]}
+    root["properties"]["apiVersion"] = {"enum": [f"{crd['spec']['group']}/{version}"]}
+    root["properties"]["kind"] = {"enum": [crd["spec"]["names"]["kind"]]}
     root["required"] = ["apiVersion", "kind", "metadata", "spec"]
     return root
 
