@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .compat import is_tested_ray, ray_version, tested_range_text
+from .compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, missing_features, ray_version, tested_range_text
 from .discovery import discover
 from .errors import HostReadError
 from .host import FsHost
@@ -65,7 +65,9 @@ CAUSES: dict[str, tuple[str, str]] = {
                                      "process: unset it to get zone, region and instance topology labels"),
     "ray-missing": ("warning", "install Ray: `pip install 'ray-accel-ext[ray]'`"),
     "ray-version": ("warning", f"install a tested Ray ({tested_range_text()}): `pip install 'ray-accel-ext[ray]'`; "
-                               "the start hook works on any Ray, but registry mode refuses to run"),
+                               "the start hook uses only public Ray inputs and still runs"),
+    "ray-feature": ("info", "upgrade Ray to get the feature (`pip install -U 'ray[default]'`); until then this "
+                            "package works without it as the message says"),
     "no-accelerators": ("info", "if this node should have accelerators, check that the VM/pod was given them "
                                 "(KubeRay: resource limits google.com/tpu, nvidia.com/gpu, aws.amazon.com/neuron) "
                                 "and that /sys is the host's"),
@@ -304,11 +306,17 @@ def _probe_ray() -> tuple[str | None, list[Finding]]:
     version = ray_version()
     if version is None:
         return None, [_finding("ray-missing", "Ray is not installed in this Python environment")]
-    if not is_tested_ray(version):
-        return version, [_finding("ray-version",
-                                  f"Ray {version} is outside the range this package is tested with "
-                                  f"({tested_range_text()})", detail=version)]
-    return version, []
+    out = []
+    if not is_supported_ray(version):
+        out.append(_finding("ray-version", f"Ray {version} is older than the oldest supported release "
+                            f"({MIN_RAY_VERSION[0]}.{MIN_RAY_VERSION[1]})", detail=version))
+    elif not is_tested_ray(version):
+        out.append(_finding("ray-version", f"Ray {version} is outside the range this package is tested with "
+                            f"({tested_range_text()})", detail=version))
+    for feature in missing_features(version) if is_supported_ray(version) else ():
+        out.append(_finding("ray-feature", f"Ray {version} lacks {feature.name} (Ray {feature.since[0]}."
+                            f"{feature.since[1]} and newer): {feature.without}", detail=feature.where))
+    return version, out
 
 
 # -- entry point --------------------------------------------------------------------------------

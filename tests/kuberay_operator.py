@@ -194,6 +194,12 @@ class Pod:
     container: dict
 
 
+def pod_name_of(cluster: dict, group: str, index: int) -> str:
+    """A stand-in for the generated pod name (``<cluster>-head-...``, ``<cluster>-<group>-worker-...``)."""
+    name = cluster["metadata"]["name"]
+    return f"{name}-head-{index}" if group == "headgroup" else f"{name}-{group}-worker-{index}"
+
+
 def build_pod(cluster: dict, group: str, index: int = 0, *, namespace: str = "default",
               fqdn: str | None = None, extra_params: dict[str, dict[str, str]] | None = None) -> Pod:
     """The Ray container (``containers[0]``) of pod ``index`` of ``group`` (``"headgroup"`` or a
@@ -203,13 +209,12 @@ def build_pod(cluster: dict, group: str, index: int = 0, *, namespace: str = "de
     spec = cluster["spec"]
     name = cluster["metadata"]["name"]
     extra = extra_params or {}
+    pod_name = pod_name_of(cluster, group, index)
     if group == "headgroup":
         node_type, group_spec = HEAD, spec["headGroupSpec"]
-        pod_name = f"{name}-head-{index}"
     else:
         node_type = WORKER
         group_spec = next(g for g in spec.get("workerGroupSpecs", []) if g["groupName"] == group)
-        pod_name = f"{name}-{group}-worker-{index}"
     # the head's port, which workers dial too (raycluster_controller.go passes GetHeadPort of the head)
     port = head_port({**(spec["headGroupSpec"].get("rayStartParams") or {}), **extra.get("headgroup", {})})
     fqdn = fqdn or fqdn_service_name(cluster, namespace)

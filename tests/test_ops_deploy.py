@@ -1,26 +1,29 @@
-"""KubeRay examples under deploy/kuberay: the hook, the install and the resource requests agree.
+"""KubeRay examples under deploy/kuberay: images, extras, requests and the EKS permission agree.
 
-Each manifest is parsed with PyYAML. For every Ray container: ``RAY_START_HOOK`` names our hook;
-the package is installed either in the container command (``pip install 'ray-accel-ext[<extra>]'``
-before ``$KUBERAY_GEN_RAY_START_CMD``, with the ``ray.io/overwrite-container-cmd`` annotation) or
-by the image built from deploy/kuberay/Dockerfile (tag ``<ray version>-<extra>``), with the extra
-of the accelerator family; the Ray version everywhere is the tested one. Resource requests match
-the hardware the node selector asks for.
+Each RayCluster manifest is parsed strictly (``tests/kuberay_crd.py``). For every Ray container:
+``RAY_START_HOOK`` names our hook; the image is the one deploy/kuberay/Dockerfile builds from this
+repository, tagged ``<Ray version>-<extras>`` with the extra of the accelerator family, and the
+manifest says how to build and push it; the Ray version is a supported one. Resource requests
+match the hardware the node selector asks for. Pods that switch the EC2 instance topology on run
+as the service account whose IAM policy allows the call the lookup makes.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from importlib import resources
 from pathlib import Path
 
 import pytest
-import yaml
 
+from ray_accel_ext import aws_topology
 from ray_accel_ext.backends.tpu_topology import slice_shape
-from ray_accel_ext.compat import TESTED_RAY_VERSIONS
+from ray_accel_ext.compat import is_supported_ray
 from ray_accel_ext.ray_hook import start_hook
-from ray_accel_ext.registry import available_backends
+
+from .kuberay_crd import load_documents
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "kuberay"
 HOOK = f"{start_hook.__module__}.{start_hook.__name__}"
@@ -28,11 +31,9 @@ EXTRA_OF = {"google.com/tpu": "gcp", "nvidia.com/gpu": "nvidia", "aws.amazon.com
 # GKE TPU node label -> Ray/TPU generation prefix of the accelerator type (hardware.md 4.3)
 GKE_TPU_GENERATION = {"tpu-v6e-slice": "v6e", "tpu-v5-lite-podslice": "v5litepod", "tpu-v5p-slice": "v5p",
                       "tpu-v4-podslice": "v4", "tpu7x": "tpu7x"}
-MANIFESTS = sorted(DEPLOY.glob("*.yaml"))
-
-
-def _load(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
+DOCS = {p.name: load_documents(p) for p in sorted(DEPLOY.glob("*.yaml"))}
+CLUSTERS = {name: d for name, docs in DOCS.items() for d in docs if d["kind"] == "RayCluster"}
+IMAGE_RE = re.compile(r"^registry\.example\.com/ray-accel-ext:(\d+\.\d+\.\d+)-([a-z]+(?:-[a-z]+)*)$")
 
 
 def _pods(doc: dict):
@@ -48,61 +49,50 @@ def _accelerator(container: dict) -> tuple[str, int] | None:
     return found[0] if found else None
 
 
-def _tested_ray(version: str) -> bool:
-    major, minor = (int(x) for x in version.split(".")[:2])
-    return (major, minor) in TESTED_RAY_VERSIONS
+def _env(container: dict) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
 
 
 def test_every_family_has_an_example():
-    families = set()
-    for path in MANIFESTS:
-        for _, _, pod in _pods(_load(path)):
-            for c in pod["containers"]:
-                acc = _accelerator(c)
-                if acc:
-                    families.add(acc[0])
-    assert families == set(EXTRA_OF)
+    families = {(_accelerator(c) or (None,))[0] for doc in CLUSTERS.values() for _, _, pod in _pods(doc)
+                for c in pod["containers"]}
+    assert families - {None} == set(EXTRA_OF)
 
 
-@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
-def test_hook_install_and_ray_version_agree(path):
-    doc = _load(path)
-    assert doc["apiVersion"] == "ray.io/v1" and doc["kind"] == "RayCluster"
-    assert _tested_ray(doc["spec"]["rayVersion"]), doc["spec"]["rayVersion"]
-    overwrite = (doc["metadata"].get("annotations") or {}).get("ray.io/overwrite-container-cmd") == "true"
-    dockerfile = (DEPLOY / "Dockerfile").read_text()
-    families = {(_accelerator(c) or (None,))[0] for _, _, pod in _pods(doc) for c in pod["containers"]} - {None}
-    (family,) = families
-    extra = EXTRA_OF[family]
+@pytest.mark.parametrize("name", sorted(CLUSTERS))
+def test_image_is_built_from_this_repository(name):
+    doc = CLUSTERS[name]
+    text = (DEPLOY / name).read_text()
+    assert is_supported_ray(doc["spec"]["rayVersion"]), doc["spec"]["rayVersion"]
+    (family,) = {(_accelerator(c) or (None,))[0] for _, _, pod in _pods(doc) for c in pod["containers"]} - {None}
     for group, _, pod in _pods(doc):
         for c in pod["containers"]:
-            env = {e["name"]: e.get("value") for e in c.get("env", [])}
-            assert env.get("RAY_START_HOOK") == HOOK, f"{path.name}/{group}: the hook must be enabled"
-            command = " ".join(c.get("command", []) + c.get("args", []))
-            if "pip install" in command:
-                assert overwrite, f"{path.name}: a custom command needs ray.io/overwrite-container-cmd"
-                assert re.search(rf"pip install [^&]*'ray-accel-ext\[{extra}\]", command), command
-                assert command.index("pip install") < command.index("$KUBERAY_GEN_RAY_START_CMD")
-                assert _tested_ray(c["image"].rsplit(":", 1)[1].split("-")[0])
-            else:
-                m = re.fullmatch(r".+/ray-accel-ext:(\d+\.\d+\.\d+)-([a-z,]+)", c["image"])
-                assert m, f"{path.name}/{group}: image {c['image']} is neither built from Dockerfile nor installs the package"
-                assert _tested_ray(m.group(1)) and m.group(1) == doc["spec"]["rayVersion"]
-                assert extra in m.group(2).split(","), f"{c['image']} lacks the [{extra}] extra"
-                assert 'pip install --no-cache-dir "ray-accel-ext[${EXTRAS}]' in dockerfile
-                assert f"EXTRAS={extra}" in path.read_text(), "the manifest says how its image is built"
+            assert _env(c).get("RAY_START_HOOK") == HOOK, f"{name}/{group}: the hook must be enabled"
+            m = IMAGE_RE.match(c["image"])
+            assert m, f"{name}/{group}: {c['image']} is not the image deploy/kuberay/Dockerfile builds"
+            version, extras = m.group(1), m.group(2).split("-")
+            assert version == doc["spec"]["rayVersion"]
+            assert EXTRA_OF[family] in extras, f"{c['image']} lacks the [{EXTRA_OF[family]}] extra"
+            tag = c["image"].split(":")[1]
+            # the header says how this very image is built and pushed
+            assert f"--build-arg EXTRAS={','.join(extras)}" in text and f"-t REGISTRY/ray-accel-ext:{tag}" in text
+            assert f"docker push REGISTRY/ray-accel-ext:{tag}" in text
+            assert "pip install" not in " ".join(c.get("command", []) + c.get("args", []))
 
 
-def test_hook_entry_point_is_importable_and_backends_exist():
-    import importlib
-
-    module, _, name = HOOK.rpartition(".")
-    assert callable(getattr(importlib.import_module(module), name))
-    assert {"nvidia_gpu", "tpu"} <= {s.name for s in available_backends()}
+def test_dockerfile_installs_the_build_context():
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert "ray-accel-ext==" not in dockerfile and "pip install" not in dockerfile
+    run = re.search(r"^RUN --mount=type=bind,source=\.,target=(\S+) \\\n\s+bash (\S+) (\S+) \"\$\{EXTRAS\}\" python$",
+                    dockerfile, re.M)
+    assert run, "the Dockerfile runs install-from-source.sh on the mounted build context"
+    context = run.group(1)
+    assert run.group(2) == f"{context}/deploy/kuberay/install-from-source.sh" and run.group(3) == context
+    assert f"ENV RAY_START_HOOK={HOOK}" in dockerfile
 
 
 def test_tpu_slice_requests_match_topology():
-    doc = _load(DEPLOY / "tpu-v6e-slice.yaml")
+    doc = CLUSTERS["tpu-v6e-slice.yaml"]
     groups = [(g, pod) for name, g, pod in _pods(doc) if name != "head"]
     assert groups
     for group, pod in groups:
@@ -119,25 +109,44 @@ def test_tpu_slice_requests_match_topology():
         assert group["numOfHosts"] == shape.hosts == chips // int(limits["google.com/tpu"])
 
 
-def test_hgx_requests_eight_gpus():
-    doc = _load(DEPLOY / "hgx-gpu.yaml")
-    workers = [pod for name, _, pod in _pods(doc) if name != "head"]
+@pytest.mark.parametrize("name, selector, gpus", [
+    ("hgx-gpu.yaml", ("cloud.google.com/gke-accelerator", "nvidia-h100-80gb"), 8),
+    ("eks-p5-h100.yaml", ("node.kubernetes.io/instance-type", "p5.48xlarge"), 8),
+])
+def test_gpu_nodes_request_every_gpu(name, selector, gpus):
+    workers = [pod for group, _, pod in _pods(CLUSTERS[name]) if group != "head"]
     for pod in workers:
         (container,) = pod["containers"]
-        assert int(container["resources"]["limits"]["nvidia.com/gpu"]) == 8
-        assert container["resources"]["requests"]["nvidia.com/gpu"] == container["resources"]["limits"]["nvidia.com/gpu"]
-        assert "nvidia-h100" in pod["nodeSelector"]["cloud.google.com/gke-accelerator"]
+        assert pod["nodeSelector"][selector[0]] == selector[1]
+        assert int(container["resources"]["limits"]["nvidia.com/gpu"]) == gpus
+        assert container["resources"]["requests"] == container["resources"]["limits"]
 
 
 def test_trainium_requests_every_device_of_the_instance():
-    import json
-
-    from importlib import resources
-
     table = json.loads(resources.files("ray_accel_ext").joinpath("skus/neuron.json").read_text())["instance_types"]
-    doc = _load(DEPLOY / "trainium.yaml")
-    workers = [pod for name, _, pod in _pods(doc) if name != "head"]
+    workers = [pod for name, _, pod in _pods(CLUSTERS["trainium.yaml"]) if name != "head"]
     for pod in workers:
         instance = pod["nodeSelector"]["node.kubernetes.io/instance-type"]
         (container,) = pod["containers"]
         assert int(container["resources"]["limits"]["aws.amazon.com/neuron"]) == table[instance]["devices"]
+
+
+def test_eks_topology_pods_have_the_permission():
+    (account,) = DOCS["eks-service-account.yaml"]
+    assert account["kind"] == "ServiceAccount"
+    assert re.fullmatch(r"arn:aws:iam::\d{12}:role/[\w+=,.@-]+", account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"])
+    policy = json.loads((DEPLOY / "eks-topology-iam-policy.json").read_text())
+    allowed = {a for s in policy["Statement"] if s["Effect"] == "Allow"
+               for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    # the one API call aws_topology makes (boto3 ec2 client: describe_instance_topology)
+    assert "describe_instance_topology(" in Path(aws_topology.__file__).read_text()
+    assert allowed == {"ec2:DescribeInstanceTopology"}
+    users = 0
+    for name, doc in CLUSTERS.items():
+        for group, _, pod in _pods(doc):
+            for c in pod["containers"]:
+                if aws_topology.enabled(_env(c)):
+                    users += 1
+                    assert pod.get("serviceAccountName") == account["metadata"]["name"], f"{name}/{group}"
+                    assert int(c["resources"]["limits"]["vpc.amazonaws.com/efa"]) > 0, f"{name}/{group}: EFA"
+    assert users == 2  # the p5 and the trn2 workers
