@@ -41,8 +41,11 @@ def _present(name: str) -> bool:
     raise AssertionError(f"no probe for {name}")
 
 
-def test_installed_ray_is_supported():
-    assert is_supported_ray() and is_tested_ray(), ray_version()
+def test_installed_ray_is_supported_and_tested():
+    assert is_supported_ray(), ray_version()
+    if not is_tested_ray():
+        pytest.skip(f"Ray {ray_version()} is newer than the newest tested release {max(TESTED_RAY_VERSIONS)}: "
+                    "run CI on it, then move TESTED_RAY_VERSIONS up")
 
 
 @pytest.mark.parametrize("name", sorted(RAY_FEATURES))
@@ -62,3 +65,19 @@ def test_the_range():
     assert is_tested_ray("2.57.1") and not is_tested_ray("2.61.0") and not is_tested_ray("2.54.0")
     assert [f.name for f in missing_features("2.56.1")] == ["topology_strategy"]
     assert missing_features("2.57.0") == [] and len(missing_features("2.40.0")) == len(RAY_FEATURES)
+
+
+def test_package_metadata_and_readme_state_the_same_range():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+    low = f"{MIN_RAY_VERSION[0]}.{MIN_RAY_VERSION[1]}"
+    pins = [r for extra in project["optional-dependencies"].values() for r in extra if re.match(r"ray\b", r)]
+    assert pins and all(re.fullmatch(rf"ray(\[[a-z,]+\])?>={re.escape(low)}", p) for p in pins), pins  # no upper bound
+    readme = (repo / "README.md").read_text()
+    assert f"Ray {low} and newer" in readme
+    high = max(TESTED_RAY_VERSIONS)
+    assert f"{low} to {high[0]}.{high[1]}" in readme
