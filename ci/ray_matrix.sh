@@ -13,12 +13,13 @@ major, minor = ast.literal_eval(re.search(r"^MIN_RAY_VERSION[^=]*= (\(.*\))$", t
 print(f"{major}.{minor}.*")')}"
 VENV=.venv-ray-oldest
 STAMP="$VENV/.installed"
-want="$(sha256sum pyproject.toml | cut -c1-16)-ray-$oldest"
+want="$(cat pyproject.toml ci/ray-oldest-constraints.txt | sha256sum | cut -c1-16)-ray-$oldest"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
   echo "== installing ray-accel-ext[test] with ray==$oldest into $VENV" >&2
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
-  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[test]" "ray[default,serve]==$oldest" >&2
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[test]" "ray[default,serve]==$oldest" \
+    -c ci/ray-oldest-constraints.txt >&2
   if [ -d tests/downstream/ray_accel_ext_amd ]; then  # collected with tests/, as in ci/test.sh
     "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_amd >&2
   fi

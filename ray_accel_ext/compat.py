@@ -60,7 +60,8 @@ RAY_FEATURES: dict[str, RayFeature] = {f.name: f for f in (
     RayFeature("tpu_slice_placement_group", (2, 55),
                "ray/util/tpu.py: slice_placement_group(topology, accelerator_version, resources_per_bundle, "
                "num_slices) reading ray.io/tpu-* labels and the TPU-<pod type>-head resource "
-               "(chips_per_vm from 2.56, pg_per_slice and tpu_resource_per_chip from 2.58)",
+               "(chips_per_vm, head_reservation_timeout_s and release_head_pgs from 2.56, pg_per_slice and "
+               "tpu_resource_per_chip from 2.58)",
                "Ray's own TPU slice helpers are unavailable; ray_accel_ext.placement still reserves slices"),
 )}
 
