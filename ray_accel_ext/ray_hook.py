@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .adapter import RayNodeSpec, degraded_spec, to_ray_node
-from .compat import is_tested_ray, ray_version, tested_range_text
+from .compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, ray_version, tested_range_text
 from .discovery import discover
 from .handoff import inventory_env, ray_tpu_manager_env
 from .host import host_from_env, open_host
@@ -107,7 +107,13 @@ def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
 def start_hook(ray_params: Any, head: bool) -> None:
     """The ``RAY_START_HOOK`` entry point. Never raises."""
     try:
-        if not is_tested_ray():
+        if not is_supported_ray():
+            _ensure_log_handler()
+            log.warning(
+                "ray_accel_ext supports Ray %d.%d and newer; this is Ray %s, whose RayParams may lack "
+                "resources/labels. The start hook continues.", *MIN_RAY_VERSION, ray_version(),
+            )
+        elif not is_tested_ray():
             _ensure_log_handler()
             log.warning(
                 "ray_accel_ext is tested with Ray %s; this is Ray %s. The start hook uses only public "

@@ -346,7 +346,11 @@ def _ensure_ray(address: str | None):
 
 def _topology_strategies() -> dict[str, dict[str, str]]:
     """``topology_strategy`` per placement group from the State API; empty when it is unreachable
-    (it needs the dashboard, which is optional)."""
+    (it needs the dashboard, which is optional) or Ray predates the field (2.57)."""
+    from ..compat import has_feature
+
+    if not has_feature("topology_strategy"):
+        return {}
     try:
         from ray.util.state import list_placement_groups
 

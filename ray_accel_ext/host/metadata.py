@@ -2,8 +2,12 @@
 
 * GCE: ``http://metadata.google.internal/computeMetadata/v1/...`` with ``Metadata-Flavor: Google``;
   ``GCE_METADATA_HOST`` (host[:port], the google-auth convention) or ``GCE_METADATA_IP`` redirect it.
-* EC2 IMDSv2: ``PUT /latest/api/token`` first, then GETs with the token;
-  ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` (botocore convention) redirects it.
+* EC2 IMDSv2: ``PUT /latest/api/token`` first, then GETs with the token. The botocore variables
+  apply, with botocore's precedence (``botocore/utils.py`` ``InstanceMetadataFetcher``):
+  ``AWS_EC2_METADATA_DISABLED=true`` sends nothing (every read is a ``MetadataDisabled`` error),
+  ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` redirects it, else
+  ``AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE=IPv6`` picks ``http://[fd00:ec2::254]`` (AWS "Use the
+  Instance Metadata Service", IPv6 endpoint on Nitro instances).
 
 Ray's own TPU manager calls the metadata server up to 9 times per node start without a timeout
 (see ``reference/ray-2.60.md`` section 8.9). Here every answer is cached for the life of the client
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..errors import (
+    MetadataDisabled,
     MetadataRateLimited,
     MetadataServerError,
     MetadataTimeout,
@@ -44,10 +49,13 @@ from ..errors import (
 if TYPE_CHECKING:
     from .fs import Deadline
 
-__all__ = ["MetadataClient", "GCE_DEFAULT_HOST", "IMDS_DEFAULT_ENDPOINT", "instance_value", "camel", "NAME_DIRS"]
+__all__ = ["MetadataClient", "GCE_DEFAULT_HOST", "IMDS_DEFAULT_ENDPOINT", "IMDS_IPV6_ENDPOINT", "instance_value", "camel", "NAME_DIRS"]
 
 GCE_DEFAULT_HOST = "metadata.google.internal"
 IMDS_DEFAULT_ENDPOINT = "http://169.254.169.254"
+IMDS_IPV6_ENDPOINT = "http://[fd00:ec2::254]"
+IMDS_DISABLED_ENV = "AWS_EC2_METADATA_DISABLED"
+IMDS_MODE_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"
 DEFAULT_TIMEOUT_S = 0.5
 MAX_RETRIES = 2
 MAX_BODY_BYTES = 256 * 1024
@@ -96,10 +104,24 @@ class MetadataClient:
 
     @property
     def imds_base(self) -> str:
+        if self._env.get(IMDS_DISABLED_ENV, "").strip().lower() == "true":
+            raise MetadataDisabled(
+                f"EC2 instance metadata is switched off ({IMDS_DISABLED_ENV}={self._env[IMDS_DISABLED_ENV]}); "
+                "zone, region and instance id stay unknown",
+                endpoint=IMDS_DISABLED_ENV,
+                attempts=0,
+            )
         endpoint = self._env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
         if not endpoint:
-            self._require_live("AWS_EC2_METADATA_SERVICE_ENDPOINT", IMDS_DEFAULT_ENDPOINT)
-            endpoint = IMDS_DEFAULT_ENDPOINT
+            mode = self._env.get(IMDS_MODE_ENV, "IPv4").strip().lower() or "ipv4"
+            if mode not in ("ipv4", "ipv6"):
+                raise MetadataServerError(
+                    f"{IMDS_MODE_ENV}={self._env[IMDS_MODE_ENV]!r}: must be IPv4 or IPv6",
+                    endpoint=IMDS_MODE_ENV,
+                    attempts=0,
+                )
+            endpoint = IMDS_IPV6_ENDPOINT if mode == "ipv6" else IMDS_DEFAULT_ENDPOINT
+            self._require_live("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint)
         return endpoint.rstrip("/")
 
     def _require_live(self, variable: str, default: str) -> None:
@@ -237,8 +259,11 @@ class MetadataClient:
     def _once(self, method, parts, headers, timeout, max_bytes=MAX_BODY_BYTES) -> tuple[int, str, dict[str, str]]:
         self.calls += 1
         end = time.monotonic() + timeout
-        conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
+        https = parts.scheme == "https"
+        conn_cls = http.client.HTTPSConnection if https else http.client.HTTPConnection
+        # The port always explicit: without one, http.client reads the last group of an IPv6
+        # literal ("fd00:ec2::254") as the port number.
+        conn = conn_cls(parts.hostname, parts.port or (443 if https else 80), timeout=timeout)
         try:
             path = parts.path + (f"?{parts.query}" if parts.query else "")
             conn.request(method, path or "/", headers=headers)

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import telemetry
 from ..cluster.nodes import NodeView, alive_nodes
-from ..compat import is_tested_ray, require_tested_ray
+from ..compat import has_feature, is_tested_ray, require_feature, require_tested_ray
 from ..errors import NoDomainAvailable, SchedulingError, WouldSplitDomain
 from ..labels import NODE_ID
 from .choose import DomainChoice, choose_domain
@@ -123,11 +123,13 @@ class Reservation:
 
 
 def use_topology_strategy(flag: bool | None, version: str | None = None) -> bool:
-    """Whether to pass Ray's experimental ``topology_strategy``: ``None`` = only on the tested Ray
-    range (``version`` defaults to the installed one); ``True`` outside it raises RayVersionError."""
+    """Whether to pass Ray's experimental ``topology_strategy`` (Ray 2.57 and newer): ``None`` = when
+    the Ray (``version``, default the installed one) has it and is in the tested range; ``True``
+    raises RayVersionError on a Ray without it or outside the tested range."""
     if flag is None:
-        return is_tested_ray(version)
+        return has_feature("topology_strategy", version) and is_tested_ray(version)
     if flag:
+        require_feature("topology_strategy", version)
         require_tested_ray("placement topology_strategy (experimental in Ray)", version)
     return bool(flag)
 
@@ -135,6 +137,7 @@ def use_topology_strategy(flag: bool | None, version: str | None = None) -> bool
 def _create_pg(choice: DomainChoice, name: str, topology: bool):
     from ray.util.placement_group import placement_group
 
+    require_feature("bundle_label_selector")
     kwargs: dict[str, Any] = {"bundle_label_selector": [dict(s) for s in choice.selectors], "name": name}
     if topology:
         kwargs["topology_strategy"] = {NODE_ID_KEY: choice.strategy, choice.key: "STRICT_PACK"}

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..compat import is_tested_ray, ray_version, tested_range_text
+from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, missing_features, ray_version, tested_range_text
 from ..discovery import discover
 from ..errors import HostReadError
 from ..host import FsHost
@@ -62,9 +62,13 @@ CAUSES: dict[str, tuple[str, str]] = {
                                         "--http-endpoint enabled --http-put-response-hop-limit 2`)"),
     "metadata-error": ("error", "the metadata server answered with an error: retry; if it persists, check the "
                                 "instance's metadata configuration"),
+    "metadata-disabled": ("warning", "AWS_EC2_METADATA_DISABLED=true switches the EC2 metadata service off for this "
+                                     "process: unset it to get zone, region and instance topology labels"),
     "ray-missing": ("warning", "install Ray: `pip install 'ray-accel-ext[ray]'`"),
     "ray-version": ("warning", f"install a tested Ray ({tested_range_text()}): `pip install 'ray-accel-ext[ray]'`; "
-                               "the start hook uses only Ray's public node parameters and keeps working, untested"),
+                               "the start hook uses only public Ray inputs and still runs"),
+    "ray-feature": ("info", "upgrade Ray to get the feature (`pip install -U 'ray[default]'`); until then this "
+                            "package works without it as the message says"),
     "no-accelerators": ("info", "if this node should have accelerators, check that the VM/pod was given them "
                                 "(KubeRay: resource limits google.com/tpu, nvidia.com/gpu, aws.amazon.com/neuron) "
                                 "and that /sys is the host's"),
@@ -124,6 +128,7 @@ _ERROR_CLASS_CAUSE = {
     "MetadataTimeout": "metadata-timeout",
     "MetadataRateLimited": "metadata-rate-limited",
     "MetadataServerError": "metadata-error",
+    "MetadataDisabled": "metadata-disabled",
     "DescriptionError": "description-invalid",
     "TopologyStringError": "degraded",
 }
@@ -145,6 +150,7 @@ def _host_error_cause(err: dict[str, Any]) -> str:
 
 
 _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"AWS_EC2_METADATA_DISABLED"), "metadata-disabled"),
     (re.compile(r"/api/token: HTTP 40[135]"), "metadata-token-refused"),
     (re.compile(r"HTTP 429"), "metadata-rate-limited"),
     (re.compile(r"did not answer|not asked", re.I), "metadata-timeout"),
@@ -186,6 +192,7 @@ def _plain(cause: str, backend: str | None, raw: str) -> str:
         "metadata-unreachable": "the cloud metadata server could not be reached, so provider facts are missing",
         "metadata-error": "the cloud metadata server answered with an error, so provider facts are missing",
         "metadata-token-refused": "the EC2 metadata service refused an IMDSv2 token, so provider facts are missing",
+        "metadata-disabled": "the EC2 metadata service is switched off in this environment, so provider facts are missing",
         "tool-missing": "a tool discovery needs is not installed",
         "tool-failed": "a tool discovery runs failed",
         "file-unreadable": "a file discovery needs could not be read (unreadable, broken or corrupt)",
@@ -267,11 +274,17 @@ def _probe_ray() -> tuple[str | None, list[Finding]]:
     version = ray_version()
     if version is None:
         return None, [_finding("ray-missing", "Ray is not installed in this Python environment")]
-    if not is_tested_ray(version):
-        return version, [_finding("ray-version",
-                                  f"Ray {version} is outside the range this package is tested with "
-                                  f"({tested_range_text()})", detail=version)]
-    return version, []
+    out = []
+    if not is_supported_ray(version):
+        out.append(_finding("ray-version", f"Ray {version} is older than the oldest supported release "
+                            f"({MIN_RAY_VERSION[0]}.{MIN_RAY_VERSION[1]})", detail=version))
+    elif not is_tested_ray(version):
+        out.append(_finding("ray-version", f"Ray {version} is outside the range this package is tested with "
+                            f"({tested_range_text()})", detail=version))
+    for feature in missing_features(version) if is_supported_ray(version) else ():
+        out.append(_finding("ray-feature", f"Ray {version} lacks {feature.name} (Ray {feature.since[0]}."
+                            f"{feature.since[1]} and newer): {feature.without}", detail=feature.where))
+    return version, out
 
 
 # -- entry point --------------------------------------------------------------------------------

@@ -158,15 +158,31 @@ def _dist_info(where: Path, name: str, version: str, entry_points: str = "") -> 
         (info / "entry_points.txt").write_text(entry_points)
 
 
-def test_ray_version_outside_tested_range(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("version, message", [
+    ("2.54.0", "Ray 2.54.0 is older than the oldest supported release (2.55)"),
+    ("2.61.0", "Ray 2.61.0 is outside the range this package is tested with (2.55 to 2.60)"),
+])
+def test_ray_version_outside_tested_range(tmp_path, monkeypatch, capsys, version, message):
     _need(H100)
-    _dist_info(tmp_path / "site", "ray", "2.59.0")
+    _dist_info(tmp_path / "site", "ray", version)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     rc, report = _doctor(H100, monkeypatch, capsys)
     found = _by_cause(report)
-    assert report["ray_version"] == "2.59.0"
-    assert "Ray 2.59.0 is outside the range" in found["ray-version"]["message"]
-    assert "2.60.x" in found["ray-version"]["fix"]
+    assert report["ray_version"] == version
+    assert message in found["ray-version"]["message"]
+    assert "2.55 to 2.60" in found["ray-version"]["fix"]
+
+
+def test_a_supported_ray_without_a_feature_says_what_is_off(tmp_path, monkeypatch, capsys):
+    _need(H100)
+    _dist_info(tmp_path / "site", "ray", "2.56.1")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    rc, report = _doctor(H100, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert "ray-version" not in found
+    assert found["ray-feature"]["severity"] == "info"
+    assert "lacks topology_strategy (Ray 2.57 and newer)" in found["ray-feature"]["message"]
+    assert "bundle_label_selector only" in found["ray-feature"]["message"]
 
 
 def test_backend_that_fails_to_load(tmp_path, monkeypatch, capsys):

@@ -25,7 +25,6 @@ from typing import ClassVar
 from ...backend import AcceleratorBackend, Capabilities, PciId
 from ...errors import CommandError, HostReadError
 from ...host import Host
-from ...hw import aws_topology
 from ...hw.cloud import aws_location
 from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
 from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
@@ -111,7 +110,6 @@ class NeuronBackend(AcceleratorBackend):
                 f"{len(numbers)} found by {'neuron-ls' if ls else 'PCI scan'}"
             )
         location = aws_location(host, problems)
-        location = aws_topology.with_instance_topology(host, location, problems)
 
         bdfs = _bdfs(numbers, ls, functions)
         if ls is None and len(numbers) > 1:
