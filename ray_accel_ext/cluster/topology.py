@@ -12,7 +12,8 @@ Shape, one entry per description (keyed by backend)::
         "devices": [{"index": 0, "root": "pci0000:15", "switch": "0000:16:00.0"}, ...],
         "nics": [{"name": "mlx5_0", "root": "pci0000:15", "switch": "0000:16:00.0"}, ...],
         "device_nic": [["PIX", "SYS", ...], ...],      # [device][nic], None where unreadable
-        "device_device": [[None, "PXB", ...], ...]}}    # [device][device], None on the diagonal
+        "device_device": [[None, "PXB", ...], ...],     # [device][device], None on the diagonal
+        "nic_nic": [[None, "PIX", ...], ...]}}          # [nic][nic]
 """
 
 from __future__ import annotations
@@ -58,5 +59,6 @@ def pcie_paths(host: Host, inventory: NodeInventory) -> dict[str, dict[str, Any]
             "nics": [{"name": n.name, **_place(fn)} for n, fn in zip(desc.nics, nics)],
             "device_nic": [[cls(a, b) for b in nics] for a in devs],
             "device_device": [[None if i == j else cls(a, b) for j, b in enumerate(devs)] for i, a in enumerate(devs)],
+            "nic_nic": [[None if i == j else cls(a, b) for j, b in enumerate(nics)] for i, a in enumerate(nics)],
         }
     return out

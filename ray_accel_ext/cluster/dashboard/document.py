@@ -11,7 +11,7 @@ It is :meth:`ClusterInventory.to_dict` (schema 1: ``summary``, ``domains``, ``no
 * ``advice``: each reason in plain words with the ``ray-accel doctor`` fix;
 * ``ray_dashboard``: the path of the node's page in Ray's dashboard;
 
-and at the top ``holders`` (tasks and actors holding accelerators, with the devices Ray gave
+and at the top ``label_keys`` and ``group_by`` (the label keys the page reads), ``holders`` (tasks and actors holding accelerators, with the devices Ray gave
 them), ``project_metrics`` (placements and discovery totals with their history), ``sources``
 (what answered) and ``ray_dashboard`` (its URL, when it runs). ``docs/operations.md`` documents
 every field.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...labels import ACCELERATOR_TYPE, BLOCK, CLUSTER, DISCOVERY, FABRIC_DOMAIN, FABRIC_WORKER, RACK, SKU
 from ...placement.choose import ACCELERATOR_RESOURCES
 from ...tools.doctor import explain
 from ..inventory import ClusterInventory, ClusterNode
@@ -30,6 +31,11 @@ from .metrics import MetricsHistory
 __all__ = ["build_document", "accelerator_resources", "DOCUMENT_SCHEMA"]
 
 DOCUMENT_SCHEMA = 1
+
+# The label keys the page reads (it never spells a key itself), and those it offers to group by.
+LABEL_KEYS = {"fabric_domain": FABRIC_DOMAIN, "fabric_worker": FABRIC_WORKER, "rack": RACK, "block": BLOCK, "cluster": CLUSTER,
+              "accelerator_type": ACCELERATOR_TYPE, "sku": SKU, "discovery": DISCOVERY}
+GROUP_BY = ("rack", "block", "cluster", "accelerator_type", "sku", "discovery")
 
 # Ray dashboard routes (ray/dashboard/client/src/App.tsx, the 2.60 build; a hash router).
 RAY_NODE_PAGE = "#/cluster/nodes/{node_id}"
@@ -157,6 +163,8 @@ def build_document(
     doc["holders"] = items
     doc["project_metrics"] = metrics.project() if metrics is not None else {}
     doc["ray_dashboard"] = ray_dashboard
+    doc["label_keys"] = dict(LABEL_KEYS)
+    doc["group_by"] = [LABEL_KEYS[k] for k in GROUP_BY]
     doc["sources"] = {
         "holders": (holders.to_dict()["sources"] if holders is not None
                     else {"raylet_node_stats": "not asked", "ray_state_api": "not asked"}),

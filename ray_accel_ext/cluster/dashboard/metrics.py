@@ -45,6 +45,9 @@ PROJECT_SERIES = {
 }
 
 
+_PREFIXES = ("ray_node_gpus_utilization", "ray_node_gram_", "ray_tpu_", "ray_rayaccel_")
+
+
 @dataclass(frozen=True)
 class DeviceSample:
     """One device's reading: ``family`` is ``gpu`` or ``tpu``; memory in bytes."""
@@ -57,10 +60,11 @@ class DeviceSample:
     memory_total: float | None = None
 
 
-def parse_exposition(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
-    """(name, labels, value) of every sample line of Prometheus text; malformed lines are skipped."""
+def parse_exposition(text: str, prefixes: tuple[str, ...] = ("",)) -> Iterator[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample line of Prometheus text whose name starts with one
+    of ``prefixes``; comments and malformed lines are skipped."""
     for line in text.splitlines():
-        if not line or line[0] == "#":
+        if not line or line[0] == "#" or not line.startswith(prefixes):
             continue
         m = _LINE.match(line.strip())
         if m is None:
@@ -69,8 +73,12 @@ def parse_exposition(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
             value = float(m[3])
         except ValueError:
             continue
-        labels = {k: re.sub(r"\\[\\\"n]", lambda x: _UNESCAPE[x[0]], v) for k, v in _LABEL.findall(m[2] or "")}
+        labels = {k: _unescape(v) if "\\" in v else v for k, v in _LABEL.findall(m[2] or "")}
         yield m[1], labels, value
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\[\\\"n]", lambda x: _UNESCAPE[x[0]], value)
 
 
 def device_samples(samples: Iterable[tuple[str, dict[str, str], float]]) -> list[DeviceSample]:
@@ -150,7 +158,7 @@ class MetricsHistory:
             del self._series[key]
         self._last = {k: v for k, v in self._last.items() if k in alive}
         for node_id, text in texts.items():
-            samples = list(parse_exposition(text))
+            samples = list(parse_exposition(text, _PREFIXES))
             devices = device_samples(samples)
             self._last[node_id] = {f"{s.family}:{s.index}": s for s in devices}
             for s in devices:
