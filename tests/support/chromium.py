@@ -153,7 +153,9 @@ class Browser:
             time.sleep(poll_s)
 
     def navigate(self, url: str, *, ready: str | None = None, timeout_s: float | None = None) -> None:
-        """Open ``url``; with ``ready``, wait until that expression is truthy."""
+        """Open ``url`` as a fresh page load; with ``ready``, wait until that expression is truthy."""
+        self.send("Page.navigate", session=True, url="about:blank")  # else a fragment change would not reload
+        self.wait_for("location.href === 'about:blank'")
         self.evaluate("document.body && (document.body.dataset.state = 'leaving')")
         self.send("Page.navigate", session=True, url=url)
         if ready:

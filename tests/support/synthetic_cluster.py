@@ -47,7 +47,7 @@ from ray_accel_ext.labels import (
 )
 from tests.support.paths import HOSTS
 
-__all__ = ["synthetic_cluster", "SNAPSHOT_OF"]
+__all__ = ["synthetic_cluster", "snapshot_cluster", "demo_snapshots", "SNAPSHOT_OF"]
 
 SNAPSHOT_OF = {
     "tpu": "tpu/gke-v6e-4x4-worker0",
@@ -63,7 +63,7 @@ _UNITS = ("tpu", "gb200", "tpu", "h100", "trn2u", "degraded", "l4", "cpu")
 @lru_cache(maxsize=None)
 def _recorded(kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(expected.json, pcie paths) of a snapshot; the paths computed on the snapshot's own sysfs."""
-    snap = HOSTS / SNAPSHOT_OF[kind]
+    snap = HOSTS / SNAPSHOT_OF.get(kind, kind)
     expected = json.loads((snap / "expected.json").read_text())
     host = open_host(snap)
     return expected, pcie_paths(host, discover(host))
@@ -235,9 +235,20 @@ class _Builder:
 
     def single(self, kind: str, budget: int) -> None:
         k = self._count(kind)
-        if budget > 0:
-            self.node(kind, {"degraded": "tpu-v6e-md-timeout", "l4": "g2-l4", "cpu": "cpu"}[kind] + f"-{k:03d}",
-                      labels={RACK: f"misc-rack-{k % 8}"} if kind != "degraded" else {})
+        if budget <= 0:
+            return
+        host = {"degraded": "tpu-v6e-md-timeout", "l4": "g2-l4", "cpu": "cpu"}[kind] + f"-{k:03d}"
+        labels = {RACK: f"misc-rack-{k % 8}"} if kind != "degraded" else {}
+
+        def edit(desc):
+            if desc.get("fabric"):
+                desc["fabric"].update(id=host + self.evil)
+            for d in desc["devices"]:
+                d["id"] = _gpu_uuid(host, d["index"]) if desc["resource_name"] == "GPU" else d["id"]
+
+        if kind == "l4":
+            labels[FABRIC_DOMAIN] = host + self.evil
+        self.node(kind, host, labels=labels, desc_edit=edit)
 
 
 def _exposition(b: _Builder, rounds: int, r: int) -> dict[str, str]:
@@ -302,3 +313,25 @@ def synthetic_cluster(size: int, *, evil: str = "", rounds: int = 12) -> dict[st
     for r in range(rounds):
         history.record(t0 + r * 3, _exposition(b, rounds, r))
     return build_document(inv, holders=report, metrics=history, ray_dashboard="http://10.0.0.0:8265")
+
+
+def demo_snapshots() -> list[str]:
+    """The snapshots ``ray-accel demo`` runs on (``ci/build_demo_hosts.py``), relative to tests/data/hosts."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_demo_hosts", HOSTS.parents[2] / "ci" / "build_demo_hosts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [rel for _name, rel in module.DEMO_NODES]
+
+
+def snapshot_cluster(snapshots: list[str]) -> dict[str, Any]:
+    """The document of a cluster with one node per recorded snapshot, each exactly as recorded
+    (its expected description, labels and resources), assembled as ``ray-accel cluster`` does."""
+    b = _Builder("")
+    for rel in snapshots:
+        expected, _ = _recorded(rel)
+        hostname = (HOSTS / rel / "rootfs/proc/sys/kernel/hostname").read_text().strip()
+        b.node(rel, hostname)
+    inv = assemble(b.ray_nodes, b.probes, {}, ray_version="2.60.0")
+    return build_document(inv)

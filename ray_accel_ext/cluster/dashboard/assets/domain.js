@@ -21,9 +21,10 @@ function worker(node) {
   return /^\d+$/.test(w || "") ? Number(w) : null;
 }
 
-function primary(node) {
+/** The family the picture draws: most devices, ties by backend name (NodeInventory.primary's rule). */
+export function primary(node) {
   const d = descsOf(node);
-  return d.length ? d.reduce((a, b) => (b.devices.length > a.devices.length ? b : a)) : null;
+  return d.length ? [...d].sort((a, b) => b.devices.length - a.devices.length || (a.backend < b.backend ? -1 : a.backend > b.backend ? 1 : 0))[0] : null;
 }
 
 function deviceRow(node, desc, index) {
@@ -173,10 +174,15 @@ function tpuSlice(domain, nodes, ctx) {
   return {root, w: 20 + Z * panelW, h: 34 + Y * C + 10};
 }
 
+/** Hosts by their rank in the domain; a host without a rank, or with one another host took, goes after the last. */
 function rankedHosts(domain, nodes) {
-  const ranked = new Map();
-  nodes.forEach((n, i) => ranked.set(worker(n) ?? i, n));
-  const total = Math.max(domain.expected_hosts || 0, ...[...ranked.keys()].map(k => k + 1));
+  const ranked = new Map(), spare = [];
+  for (const n of nodes) {
+    const w = worker(n);
+    if (w === null || ranked.has(w)) spare.push(n); else ranked.set(w, n);
+  }
+  let total = Math.max(domain.expected_hosts || 0, ...[...ranked.keys()].map(k => k + 1));
+  for (const n of spare) ranked.set(total++, n);
   return {ranked, total};
 }
 
