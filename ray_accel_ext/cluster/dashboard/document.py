@@ -11,10 +11,10 @@ It is :meth:`ClusterInventory.to_dict` (schema 1: ``summary``, ``domains``, ``no
 * ``advice``: each reason in plain words with the ``ray-accel doctor`` fix;
 * ``ray_dashboard``: the path of the node's page in Ray's dashboard;
 
-and at the top ``label_keys`` and ``group_by`` (the label keys the page reads), ``holders`` (tasks and actors holding accelerators, with the devices Ray gave
-them), ``project_metrics`` (placements and discovery totals with their history), ``sources``
-(what answered) and ``ray_dashboard`` (its URL, when it runs). ``docs/operations.md`` documents
-every field.
+and at the top ``label_keys`` and ``group_by`` (the label keys the page reads), ``holders``
+(tasks and actors holding accelerators, with the devices Ray gave them), ``project_metrics``
+(placements and discovery totals with their history), ``sources`` (what answered) and
+``ray_dashboard`` (its URL, when it runs). ``docs/operations.md`` documents every field.
 """
 
 from __future__ import annotations

@@ -189,7 +189,8 @@ class DashboardServer:
     def start(self) -> DashboardServer:
         """Serve in daemon threads; gather once before returning so the first page has data."""
         self._refresh_once()
-        for target, name in ((self._httpd.serve_forever, "http"), (self._refresh_loop, "refresh")):
+        serve = lambda: self._httpd.serve_forever(poll_interval=0.1)  # noqa: E731 - stop() waits one interval
+        for target, name in ((serve, "http"), (self._refresh_loop, "refresh")):
             t = threading.Thread(target=target, name=f"ray-accel-dashboard-{name}", daemon=True)
             t.start()
             self._threads.append(t)
