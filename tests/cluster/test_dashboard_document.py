@@ -51,11 +51,13 @@ def inventory():
     return assemble(nodes, {GPU_NODE: probes[0], TRN_NODE: probes[1]}, pg, health=health)
 
 
-# Rows as the raylet's worker stats and Ray's state API give them (field names of
+# Rows as the raylet's worker stats and Ray's state API give them (measured on Ray 2.60; field names of
 # ray.util.state.common.ActorState / TaskState; "used" from CoreWorkerStats.used_resources).
 WORKERS = {
     GPU_NODE: [
-        {"worker_id": ACTOR_WORKER, "pid": 11, "actor_id": ACTOR, "job_id": "01000000", "used": {"GPU": [2, 3], "CPU": [0]}},
+        # in a placement group the slots come under the group's resource names
+        {"worker_id": ACTOR_WORKER, "pid": 11, "actor_id": ACTOR, "job_id": "01000000",
+         "used": {"GPU_group_0_" + "f" * 36: [2, 3], "GPU_group_" + "f" * 36: [2, 3], "CPU": [0]}},
         {"worker_id": TASK_WORKER, "pid": 12, "actor_id": "f" * 32, "job_id": "01000000", "used": {"GPU": [5]}},
         {"worker_id": "8" * 56, "pid": 13, "actor_id": "f" * 32, "job_id": "01000000", "used": {"CPU": [1]}},
     ],

@@ -16,6 +16,7 @@ what the other source gave. Nothing here raises.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,9 @@ from typing import Any
 __all__ = ["Holder", "HolderReport", "merge_holders", "read_holders", "ray_dashboard_url"]
 
 _NIL = {"", "0" * 32, "f" * 32, "0" * 56, "f" * 56}
+# Inside a placement group a worker holds "<resource>_group_<bundle>_<pg id>" and
+# "<resource>_group_<pg id>" (FormatPlacementGroupResource, src/ray/common/bundle_spec.cc).
+_PG_RESOURCE = re.compile(r"^(?P<base>.+?)_group_(?:\d+_)?[0-9a-f]{36}$")
 _TIMEOUT_S = 5.0
 
 
@@ -93,7 +97,12 @@ def merge_holders(
     by_actor: dict[str, Holder] = {}
     for node_id, rows in (workers or {}).items():
         for w in rows:
-            used = {k: [int(s) for s in v] for k, v in (w.get("used") or {}).items() if k in wanted and v}
+            used: dict[str, list[int]] = {}
+            for name, slots in (w.get("used") or {}).items():
+                m = _PG_RESOURCE.match(name)
+                base = m["base"] if m else name
+                if base in wanted and slots:
+                    used[base] = sorted(set(used.get(base, [])) | {int(s) for s in slots})
             if not used:
                 continue
             actor = _id(w.get("actor_id"))
