@@ -179,6 +179,11 @@ function applyFilter() {
 function renderDetails(scroll = false) {
   const box = $("details");
   const node = state.host && state.nodes.get(state.host);
+  const main = document.querySelector("main");
+  if (main.classList.contains("has-host") !== Boolean(node)) {
+    main.classList.toggle("has-host", Boolean(node));
+    if (state.doc) renderOverview(true);  // the overview's width changed: redraw the open pictures to fit
+  }
   if (!node) {
     box.replaceChildren(el("p", {class: "empty"}, "Select a host or a device to see its topology, matrix, holders and metrics."));
     return;
@@ -212,6 +217,7 @@ function render(doc) {
   const first = state.doc === null;
   index(doc);
   renderSummary();
+  document.querySelector("main").classList.toggle("has-host", Boolean(state.host && state.nodes.get(state.host)));
   renderOverview(first);
   renderDetails(false);
   $("pgs").replaceChildren(pgPanel(doc, ctx));
@@ -264,6 +270,7 @@ function init() {
   $("group").addEventListener("change", ev => { state.group = ev.target.value; saveHash(); if (state.doc) renderOverview(true); });
   $("sort").addEventListener("change", ev => { state.sort = ev.target.value; saveHash(); if (state.doc) renderOverview(true); });
   $("expand").addEventListener("click", () => { state.openAll = true; saveHash(); renderOverview(true); });
+  $("close-host").addEventListener("click", () => { state.host = state.device = null; saveHash(); renderDetails(); });
   $("collapse").addEventListener("click", () => { state.openAll = false; state.open.clear(); saveHash(); renderOverview(true); });
   setFilter(state.q);
   poll();

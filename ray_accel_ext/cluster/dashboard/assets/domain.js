@@ -269,7 +269,7 @@ export function domainPicture(domain, nodes, ctx) {
 export function miniPicture(domain, nodes, ctx) {
   const {ranked, total} = rankedHosts(domain, nodes);
   const n = Math.max(total, nodes.length);
-  const per = Math.min(n, 18), q = 14;
+  const per = n <= 12 ? n : Math.ceil(n / Math.ceil(n / 12)), q = 14;  // at most 12 a row: a tile is ~250 px wide
   const rows = Math.ceil(n / per);
   const box = svg("svg", {class: "mini", width: per * (q + 3) + 2, height: rows * (q + 3) + 2, role: "img",
     "aria-label": `${nodes.length} hosts`});
