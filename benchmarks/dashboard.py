@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'nodes':>6}  {'time to interactive':>22}  {'filter':>16}  {'all domains open':>20}")
     for n in args.sizes:
         m = med[n]
-        print(f"{n:>6}  {m['tti']:>12.0f} ({m['tti'] / med[base]['tti']:>5.1f}x)  {m['filter']:>7.0f} ({m['filter'] / med[base]['filter']:>5.1f}x)"
-              f"  {m['open']:>10.0f} ({m['open'] / med[base]['open']:>5.1f}x)")
+        ratio = {k: m[k] / med[base][k] for k in m}
+        print(f"{n:>6}  {m['tti']:>12.0f} ({ratio['tti']:>5.1f}x)  {m['filter']:>7.0f} ({ratio['filter']:>5.1f}x)"
+              f"  {m['open']:>10.0f} ({ratio['open']:>5.1f}x)")
     return 0
 
 
