@@ -61,7 +61,8 @@ def _strings(value):
 
 def test_document_carries_the_strings(page):
     _server, doc, _b = page
-    assert all(EVIL in n["hostname"] and EVIL in n["labels"]["example.com/note"] for n in doc["nodes"])
+    assert all(EVIL in n["hostname"] and EVIL in n["labels"]["example.com/note"] and n["labels"]["example.com/" + EVIL] == "key"
+               for n in doc["nodes"])
     assert any(EVIL in r for n in doc["nodes"] for r in n["reasons"])
     assert all(EVIL in p["name"] for p in doc["placement_groups"]) and any(EVIL in h["name"] for h in doc["holders"])
     assert any(EVIL in d["id"] for d in doc["domains"]) and sum(EVIL in s for s in _strings(doc)) > 100
@@ -87,6 +88,7 @@ def test_opened_domains_and_host_panels_show_strings_as_text(page):
         _no_injection(b)
         panel = b.evaluate("document.getElementById('details').innerText")
         assert node["hostname"] in panel
+        assert "example.com/" + EVIL in b.evaluate("document.getElementById('details').textContent")  # a label key, in the labels list
         for reason in node["reasons"]:
             assert reason in b.evaluate("document.body.innerText")
         tooltip = b.evaluate("[...document.querySelectorAll('#details svg title')].map(t => t.textContent).join('\\n')")

@@ -181,3 +181,25 @@ def test_page_selector_agrees_with_python(browser, demo, labels, selector):
         " JSON.parse(" + json.dumps(json.dumps(selector)) + ")); }"
         " catch (e) { if (e instanceof m.SelectorError) return 'error'; throw e; } })", await_promise=True)
     assert got == want, (labels, selector)
+
+
+def test_slice_links_and_coordinates_are_drawn_as_described(browser):
+    """ICI links and 3-D coordinates, as the TPU backend describes them (links between a host's
+    chips; chips at slice coordinates): every link and chip is drawn, the slice's z layers apart,
+    and the chips of the hosts the cluster lacks are dashed."""
+    doc = snapshot_cluster(["tpu/gke-tpu7x-4chip-single-host", "tpu/gce-v5p-16-worker1"])
+    tpu7x = next(n for n in doc["nodes"] if n["inventory"]["descriptions"][0]["sku"]["generation"] == "tpu7x")
+    desc = tpu7x["inventory"]["descriptions"][0]
+    coords = {d["index"]: tuple(d["coords"]) for d in desc["devices"]}
+    desc["links"] = [{"a": a, "b": b, "kind": "ici", "lanes": 1, "bandwidth_gbps": None}
+                     for a in coords for b in coords if a < b and sum(abs(x - y) for x, y in zip(coords[a], coords[b])) == 1]
+    assert len(desc["links"]) == 4  # a 2x2x1 host: a square of ICI links
+    with DashboardServer(lambda: doc, refresh_s=3600) as server:
+        _pictures_match(browser, server, doc)
+        assert browser.evaluate("document.querySelectorAll('svg.domain-picture path.link.kind-ici').length") == 4
+        v5p = next(d for d in doc["domains"] if d["topology"] == "2x2x2")
+        layers = browser.evaluate(f"[...document.querySelector('svg.domain-picture[data-domain=\"fabric:{v5p['id']}\"]')"
+                                  ".querySelectorAll('text.axis')].map(t => t.textContent).filter(t => t.startsWith('z = '))")
+        absent = browser.evaluate(f"document.querySelector('svg.domain-picture[data-domain=\"fabric:{v5p['id']}\"]')"
+                                  ".querySelectorAll('rect.absent').length")
+    assert layers == ["z = 0", "z = 1"] and absent == 8 - 4  # worker 1 holds the z = 1 layer; worker 0 is not in the cluster

@@ -114,6 +114,7 @@ class _Builder:
         base_labels[NODE_ID] = node_id
         if self.evil:
             base_labels["example.com/note"] = self.evil
+            base_labels["example.com/" + self.evil] = "key"
         res = {"CPU": 8.0, "memory": 64e9, f"node:10.0.{i // 250}.{i % 250}": 1.0, **base_res, **(resources or {})}
         if i == 0:
             res["node:__internal_head__"] = 1.0

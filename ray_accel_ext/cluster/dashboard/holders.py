@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,13 +179,21 @@ def read_holders(views: Iterable[Any], accelerator_resources: Iterable[str], das
     (:func:`ray_dashboard_url`), Ray's state API; see the module doc."""
     workers: dict[str, list[dict[str, Any]]] = {}
     stats_error = None
-    for view in views:
-        if not view.address or not view.manager_port:
-            continue
+    targets = [v for v in views if v.address and v.manager_port]
+
+    def one(view):
         try:
-            workers[view.node_id] = _node_workers(view.address, view.manager_port)
+            return view, _node_workers(view.address, view.manager_port), None
         except Exception as exc:  # noqa: BLE001 - private API or unreachable node: counts still come from the state API
-            stats_error = f"{view.hostname or view.node_id[:12]}: {_first_line(exc)}"
+            return view, None, exc
+
+    if targets:
+        with ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
+            for view, rows, exc in pool.map(one, targets):
+                if rows is not None:
+                    workers[view.node_id] = rows
+                else:
+                    stats_error = f"{view.hostname or view.node_id[:12]}: {_first_line(exc)}"
     actors = tasks = None
     state_error = None if dashboard_url else "Ray's state API is served by the Ray dashboard, which is not running"
     try:
