@@ -34,6 +34,7 @@ const ctx = {
   nodeName: id => (state.nodes.get(id) || {hostname: short(id)}).hostname,
   rayUrl: path => (state.doc && state.doc.ray_dashboard && path ? state.doc.ray_dashboard.replace(/\/$/, "") + "/" + path : null),
   domainOf: node => state.domainOfNode.get(node.node_id),
+  selectedDevice: () => state.device,
   pictureWidth: () => Math.max(400, ($("overview").clientWidth || 700) - 40),
   panelWidth: () => Math.max(480, ($("details").clientWidth || 760) - 24),
   onHost(id) { state.host = id; state.device = null; saveHash(); renderDetails(true); },

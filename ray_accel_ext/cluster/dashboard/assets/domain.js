@@ -138,11 +138,11 @@ function tpuSlice(domain, nodes, ctx) {
   const root = svg("g", {});
   const taken = new Set();
   const boxes = {};
-  const pos = (c) => [20 + (c[2] || 0) * panelW + c[0] * C, 34 + c[1] * C];
+  const pos = (c) => [20 + (c[2] || 0) * panelW + c[0] * C, 40 + c[1] * C];
   for (let z = 0; z < Z; z++) {
-    if (Z > 1) root.append(svg("text", {class: "axis", x: 20 + z * panelW, y: 14}, `z = ${z}`));
+    if (Z > 1) root.append(svg("text", {class: "axis", x: 20 + z * panelW, y: 30}, `z = ${z}`));
   }
-  root.append(svg("text", {class: "axis", x: 20, y: 26}, `${domain.topology || X + "x" + Y} chip grid, slice coordinates`));
+  root.append(svg("text", {class: "axis", x: 20, y: 14}, `${domain.topology || X + "x" + Y} chip grid, slice coordinates`));
   nodes.forEach((node, i) => {
     const desc = descs[i];
     const g = svg("g", {class: "host", "data-node-id": node.node_id});
@@ -171,7 +171,7 @@ function tpuSlice(domain, nodes, ctx) {
     if (!taken.has([x, y, z].join(","))) { const [px, py] = pos([x, y, z]); root.append(absent(px, py, S, S, `chip (${x},${y}${Z > 1 ? "," + z : ""}): its host is not in the cluster`)); }
   }
   groups(ctx.key(domain), nodes, boxes, ctx).forEach(g => root.append(g));
-  return {root, w: 20 + Z * panelW, h: 34 + Y * C + 10};
+  return {root, w: 20 + Z * panelW, h: 40 + Y * C + 10};
 }
 
 /** Hosts by their rank in the domain; a host without a rank, or with one another host took, goes after the last. */

@@ -22,6 +22,24 @@ function occupancy(node) {
     ["Resource", "Total", "Reserved", "Used", "Free"], rows, {class: "occupancy"}) : null;
 }
 
+/** The selected device: its state, who holds it (with Ray's pages) and its metrics. */
+function deviceCard(node, ctx) {
+  const sel = ctx.selectedDevice();
+  if (!sel) return null;
+  const [backend, i] = sel.split(":");
+  const desc = descsOf(node).find(d => d.backend === backend);
+  const dev = desc && desc.devices[Number(i)];
+  if (!dev) return null;
+  const row = ((node.devices || {})[backend] || [])[dev.index] || {state: "free", holders: []};
+  const hist = row.history || {};
+  return el("section", {class: "device-card", "aria-label": "selected device"},
+    el("h4", {}, `${desc.sku.product || desc.sku.name} ${dev.index} · `, el("span", {class: "badge state-" + row.state}, row.state)),
+    el("p", {}, row.holders.length ? ["Held by ", row.holders.map(h => [ctx.holderLink(h), " "])] : "Not held by any task or actor."),
+    typeof row.utilization === "number" ? el("p", {class: "metric"}, `utilisation ${Math.round(row.utilization)}% `,
+      sparkline(hist.utilization, {width: 160, max: 100, label: "utilisation"}), ` memory ${Math.round(100 * row.memory_used / (row.memory_total || 1))}% `,
+      sparkline(hist.memory_used, {width: 160, max: row.memory_total || null, label: "memory used"})) : null);
+}
+
 /** The side panel for one host (and the selected device on it). */
 export function hostPanel(node, ctx) {
   const box = el("div", {class: "host-panel", "data-node-id": node.node_id});
@@ -32,7 +50,7 @@ export function hostPanel(node, ctx) {
   const ray = ctx.rayUrl(node.ray_dashboard);
   if (ray) meta.push(" · ", el("a", {href: ray, target: "_blank", rel: "noopener noreferrer"}, "node in Ray's dashboard"));
   box.append(el("p", {class: "meta"}, meta));
-  box.append(...[advice(node), occupancy(node)].filter(Boolean));
+  box.append(...[deviceCard(node, ctx), advice(node), occupancy(node)].filter(Boolean));
   const mine = (node.holders || []).map(id => ctx.holder(id)).filter(Boolean);
   if (mine.length) {
     box.append(el("h4", {}, "Held by"));
