@@ -63,10 +63,12 @@ def probe_node() -> dict[str, Any]:
     from ..discovery import discover
     from ..host import host_from_env
     from ..hw.cloud import hostname
+    from .topology import pcie_paths
 
     host = host_from_env()
     inventory = discover(host)
-    return {"inventory": inventory.to_dict(), "hostname": hostname(host), "root": os.environ.get("RAY_ACCEL_ROOT")}
+    return {"inventory": inventory.to_dict(), "hostname": hostname(host), "root": os.environ.get("RAY_ACCEL_ROOT"),
+            "pcie": pcie_paths(host, inventory)}
 
 
 @dataclass
@@ -84,6 +86,7 @@ class ClusterNode:
     health: dict[str, Any] | None = None
     domain_level: str = "host"
     domain_id: str = ""
+    pcie: dict[str, Any] | None = None  # every device-NIC path class (cluster.topology.pcie_paths)
 
     @property
     def degraded(self) -> bool:
@@ -114,6 +117,7 @@ class ClusterNode:
             "probe_error": self.probe_error,
             "health": self.health,
             "domain": {"level": self.domain_level, "id": self.domain_id},
+            "pcie": self.pcie,
             "degraded": self.degraded,
             "reasons": self.reasons(),
         }
@@ -243,7 +247,9 @@ def assemble(
         inventory = None
         error = None
         name = view.hostname
+        pcie = None
         if isinstance(probe, Mapping):
+            pcie = probe.get("pcie") if isinstance(probe.get("pcie"), Mapping) else None
             try:
                 inventory = NodeInventory.from_dict(probe["inventory"])
             except Exception as exc:  # noqa: BLE001 - a node from another version: keep its labels
@@ -262,6 +268,7 @@ def assemble(
             inventory=inventory,
             probe_error=error,
             health=dict(health[node_id]) if node_id in health else None,
+            pcie=dict(pcie) if pcie is not None else None,
         )
         node.domain_level, node.domain_id = _domain_of(labels, name)
         nodes.append(node)

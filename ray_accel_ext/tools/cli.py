@@ -98,9 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return int(args.func(args) or 0)
-    except UsageError as exc:
-        parser.exit(2, f"ray-accel {args.command}: error: {exc}\n")
     except RayAccelError as exc:
+        if exc.layer == "usage":  # UsageError, and any error that says the invocation is wrong
+            print(f"ray-accel {args.command}: error: {exc}", file=sys.stderr)
+            return 2
         print(f"ray-accel: error: {exc}", file=sys.stderr)
         return 1
     except ImportError as exc:

@@ -26,7 +26,7 @@ from ..hw.pci import PCI_DEVICES, read_ids
 from ..model import NodeInventory
 from ..registry import DISABLE_ENV, FamilyInfo, disabled_names, families, family_of_pci
 
-__all__ = ["Finding", "Diagnosis", "diagnose", "CAUSES"]
+__all__ = ["Finding", "Diagnosis", "diagnose", "explain", "CAUSES"]
 
 # cause -> (severity, fix). Severity: "error" (accelerators or facts lost), "warning" (works, but
 # something the operator should know), "info".
@@ -73,6 +73,12 @@ CAUSES: dict[str, tuple[str, str]] = {
                                 "(KubeRay: resource limits google.com/tpu, nvidia.com/gpu, aws.amazon.com/neuron) "
                                 "and that /sys is the host's"),
     "degraded": ("error", "see the message; record the host with `ray-accel record DIR` and report it"),
+    "device-gone": ("error", "a device left the PCI bus or reset after the node started: check the kernel log (`dmesg`: Xid, "
+                             "AER, link down) and the device; restart the Ray node to relabel it once fixed"),
+    "device-added": ("warning", "restart the Ray node so that its resources and labels count the new device"),
+    "probe-failed": ("error", "the node did not run its inventory probe (a zero-CPU task pinned to it): check that "
+                              "the node is alive and its raylet accepts tasks; run `ray-accel doctor` on the node"),
+    "start-degraded": ("error", "run `ray-accel doctor` on the node; its `ray start` log has the discovery reasons"),
 }
 
 
@@ -201,6 +207,32 @@ def _plain(cause: str, backend: str | None, raw: str) -> str:
         "degraded": "discovery could not read everything",
     }.get(cause, "discovery could not read everything")
     return f"{who}{words}: {raw}"
+
+
+_REASON_RE = re.compile(r"^(?P<backend>[A-Za-z0-9_.-]+)(?: (?P<stage>load|detect|describe|budget))?: (?:(?P<error>[A-Za-z]+Error|"
+                        r"Metadata[A-Za-z]+|[A-Za-z]+Timeout|[A-Za-z]+RateLimited): )?(?P<raw>.*)$", re.S)
+
+
+def explain(reason: str) -> Finding:
+    """The cause, plain words and fix for one line of ``ClusterNode.reasons()`` (what the
+    dashboard and ``ray-accel cluster`` show next to a degraded node)."""
+    if "after the node started" in reason:
+        return _finding("device-added" if " appeared " in reason else "device-gone", reason)
+    if reason.startswith("inventory probe failed"):
+        return _finding("probe-failed", reason)
+    if reason.startswith("started with "):
+        return _finding("start-degraded", reason)
+    m = _REASON_RE.match(reason)
+    if m is None:
+        cause = _text_cause(reason)
+        return _finding(cause, _plain(cause, None, reason), detail=reason)
+    backend, stage, error, raw = m["backend"], m["stage"], m["error"], m["raw"]
+    if stage == "load":
+        return _finding("backend-load", f"the backend {backend} failed to load: {raw}", backend=backend, detail=reason)
+    if stage == "budget":
+        return _finding("budget", f"the backend {backend} {raw}", backend=backend, detail=reason)
+    cause = _ERROR_CLASS_CAUSE.get(error or "", "") or _text_cause(raw)
+    return _finding(cause, _plain(cause, backend, raw), backend=backend, detail=reason)
 
 
 # -- probes -------------------------------------------------------------------------------------
