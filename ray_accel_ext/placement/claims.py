@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from typing import Any
 
 __all__ = [
@@ -67,6 +68,7 @@ def _claims_actor_class():
             self._claims: dict[str, dict[str, Any]] = {}
             self._waiters: dict[str, dict[str, Any]] = {}
             self._last_gc = 0.0
+            self.incarnation = uuid.uuid4().hex
             self.rebuilt = self._rebuild()
 
         # -- rebuilding from Ray's placement-group table -----------------------------------------
@@ -222,7 +224,12 @@ def _claims_actor_class():
                     for o, w in sorted(self._waiters.items(), key=lambda kv: kv[1]["ticket"])]
 
         def info(self) -> dict[str, Any]:
-            return {"rebuilt": self.rebuilt, "claims": len(self._claims), "waiters": len(self._waiters)}
+            """How many claims this incarnation rebuilt, what it holds, and whether it is a restart."""
+            import ray
+
+            return {"rebuilt": self.rebuilt, "claims": len(self._claims), "waiters": len(self._waiters),
+                    "incarnation": self.incarnation,
+                    "restarted": ray.get_runtime_context().was_current_actor_reconstructed}
 
     return DomainClaims
 

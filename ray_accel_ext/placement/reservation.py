@@ -215,7 +215,7 @@ def reserve(
         raise ValueError("reserve() needs at least one DomainRequest")
     topology = use_topology_strategy(topology_strategy)
     owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    line = _Line(claims_registry(), owner, registry_timeout_s, waiter_ttl_s=max(5.0, 25 * poll_s))
+    line = _Line(claims_registry(), owner, registry_timeout_s, waiter_ttl_s=max(15.0, 25 * poll_s))
     attempts: list[dict[str, Any]] = []
     start = time.monotonic()
     try:
