@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Every test: unit, snapshot goldens, real-Ray integration, conformance suite (in-tree backends and
 # the downstream AMD package). Installs what it needs into .venv; as root with apt-get it also
-# installs the system packages the browser and udev tests use. Extra arguments go to pytest.
+# installs the system packages the browser, udev and metrics tests use (prometheus: promtool). Extra
+# arguments go to pytest.
 . "$(dirname "$0")/env.sh" test
 set -euo pipefail
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=()
-  for pkg in chromium umockdev gir1.2-umockdev-1.0 python3-gi; do
+  for pkg in chromium umockdev gir1.2-umockdev-1.0 python3-gi prometheus; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then

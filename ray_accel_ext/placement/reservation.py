@@ -144,7 +144,7 @@ class Reservation:
             "nodes": list(self.choice.node_ids),
             "bundles": [dict(b) for b in self.bundles],
             "ranks": [r.to_dict() for r in self.ranks],
-            "rank0": rank0.hostname if rank0 else None,
+            "rank0": rank0.to_dict() if rank0 else None,
             "domain_hosts": self.domain_ranks.size if self.domain_ranks else None,
             "rank_source": self.domain_ranks.source if self.domain_ranks else None,
             "step": self.step,
