@@ -5,7 +5,7 @@ on Ray 2.60: a gauge set once is gone from ``/metrics`` within 30 s), so a state
 domain is reserved" must be set again for as long as it holds, and by one process, not by
 whichever driver reserved it (Ray exports each process's gauges as separate series, told apart
 by ``WorkerId``). This is a named detached actor (``rayaccel-metrics`` in namespace
-``rayaccel``, zero CPUs, restarted when it dies, preferring the head node) whose thread reads
+``rayaccel``, zero CPUs, on the head node, restarted when it dies) whose thread reads
 the node table, the claim registry, the health marks and the placement-group table every
 :func:`ray_accel_ext.telemetry.refresh_interval_s` (5 s at Ray's default 10 s export) and sets
 :func:`ray_accel_ext.telemetry.state_series`. A series whose subject is gone (a dead node) is no
@@ -32,7 +32,9 @@ _log = logging.getLogger(__name__)
 def _exporter_class():
     import ray
 
-    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=4)
+    from .nodes import HEAD_RESOURCE
+
+    @ray.remote(num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_restarts=-1, max_task_retries=-1, max_concurrency=4)
     class MetricsExporter:
         """Sets the state gauges from the cluster's state, every ``interval_s``."""
 
@@ -97,9 +99,6 @@ _handles: dict[str, Any] = {}
 def ensure_exporter():
     """The cluster's metrics process (started if it is not running); its actor handle."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from .nodes import alive_nodes
 
     cluster = ray.get_runtime_context().gcs_address
     with _lock:
@@ -107,12 +106,8 @@ def ensure_exporter():
             return _handles[cluster]
         if not _cls:
             _cls.append(_exporter_class())
-        head = next((n.node_id for n in alive_nodes() if n.is_head), None)
-        options: dict[str, Any] = {"name": EXPORTER_ACTOR, "namespace": EXPORTER_NAMESPACE, "lifetime": "detached",
-                                   "get_if_exists": True}
-        if head is not None:
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head, soft=True)
-        handle = _handles[cluster] = _cls[0].options(**options).remote()
+        handle = _handles[cluster] = _cls[0].options(
+            name=EXPORTER_ACTOR, namespace=EXPORTER_NAMESPACE, lifetime="detached", get_if_exists=True).remote()
         return handle
 
 

@@ -58,9 +58,12 @@ def parse_claim_pg_name(pg_name: str) -> tuple[str, str] | None:
 def _claims_actor_class():
     import ray
 
-    # max_task_retries: a call in flight when the actor dies is run again on the restarted one;
-    # every method is idempotent for its owner.
-    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+    from ..cluster.nodes import HEAD_RESOURCE
+
+    # On the head node (the cluster lives and dies with it; a tray that fails does not take the
+    # registry along). max_task_retries: a call in flight when the actor dies runs again on the
+    # restarted one; every method is idempotent for its owner.
+    @ray.remote(num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_restarts=-1, max_task_retries=-1)
     class DomainClaims:
         """Which domains (and nodes) are held, by whom, and who waits; one per cluster."""
 

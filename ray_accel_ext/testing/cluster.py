@@ -9,7 +9,8 @@ the home folder.
 
 Ports come from :func:`ray_accel_ext.testing.ports.free_port` (never one port twice in a
 process); a node whose ``ray start`` fails because a port was taken after all (another process
-bound it first) is started again on fresh ports, up to ``PORT_ATTEMPTS`` times.
+bound it first), or because it timed out registering with a busy GCS, is started again on fresh
+ports and a fresh temp dir, up to ``PORT_ATTEMPTS`` starts in all.
 
 Each node also carries the label ``sim.rayaccel.io/node=<name>`` so tests can tell nodes apart;
 it is the harness's, not the hook's.
@@ -202,7 +203,7 @@ class SimulatedCluster:
                 return
             if node.process is not None and node.process.poll() is not None:
                 log = node.log()
-                if is_port_collision(log) and node.extra.get("attempt", 0) + 1 < PORT_ATTEMPTS:
+                if _retryable(log) and node.extra.get("attempt", 0) + 1 < PORT_ATTEMPTS:
                     self._relaunch(node)
                     continue
                 raise RuntimeError(f"ray start for node {node.name!r} exited with {node.process.returncode}:\n{log[-4000:]}")
@@ -315,6 +316,18 @@ class SimulatedCluster:
                 os.environ[key] = value
         self._saved_env.clear()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+# A worker node whose raylet did not register with the GCS in time (a machine so loaded that the
+# GCS answers late: "The current node timed out during startup", ray/_private/node.py) leaves
+# nothing behind that a second start would trip over.
+_STARTUP_TIMEOUT_MARK = "The current node timed out during startup"
+
+
+def _retryable(log: str) -> bool:
+    """Whether a failed ``ray start`` may simply be run again: a port was taken, or the node
+    timed out registering."""
+    return is_port_collision(log) or _STARTUP_TIMEOUT_MARK in log
 
 
 def _kill_matching(marker: str) -> None:
