@@ -15,7 +15,9 @@ Gathered through public Ray APIs only:
 
 Nodes are grouped by domain: the ``rayaccel.io/fabric-domain`` label (TPU slice, NVLink domain,
 UltraServer), else ``rayaccel.io/rack``, else the host. Labels decide the grouping so a node whose
-probe failed is still placed; the probe adds devices, links and NICs.
+probe failed is still placed; the probe adds devices, links and NICs. Within a domain nodes are in
+rank order, each with its ``host_index`` (:mod:`ray_accel_ext.placement.ranks`: hardware indices
+where the hosts publish them, else a stable cluster-side order).
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from ..labels import (
     FABRIC_DOMAIN,
     FABRIC_HOSTS,
     FABRIC_TOPOLOGY,
-    FABRIC_WORKER,
     RACK,
 )
 from ..model import NodeInventory
+from ..placement.ranks import rank_domains
 from .nodes import NodeView, alive_nodes, node_views
 
 __all__ = [
@@ -84,6 +86,7 @@ class ClusterNode:
     health: dict[str, Any] | None = None
     domain_level: str = "host"
     domain_id: str = ""
+    host_index: int | None = None
 
     @property
     def degraded(self) -> bool:
@@ -113,7 +116,7 @@ class ClusterNode:
             "inventory": self.inventory.to_dict() if self.inventory is not None else None,
             "probe_error": self.probe_error,
             "health": self.health,
-            "domain": {"level": self.domain_level, "id": self.domain_id},
+            "domain": {"level": self.domain_level, "id": self.domain_id, "host_index": self.host_index},
             "degraded": self.degraded,
             "reasons": self.reasons(),
         }
@@ -131,6 +134,7 @@ class Domain:
     topology: str | None = None
     product: str | None = None
     placement_groups: list[str] = field(default_factory=list)
+    rank_source: str | None = None
 
     @property
     def complete(self) -> bool | None:
@@ -148,6 +152,7 @@ class Domain:
             "topology": self.topology,
             "product": self.product,
             "placement_groups": list(self.placement_groups),
+            "rank_source": self.rank_source,
         }
 
 
@@ -265,7 +270,14 @@ def assemble(
         )
         node.domain_level, node.domain_id = _domain_of(labels, name)
         nodes.append(node)
-    nodes.sort(key=lambda n: (n.domain_level, n.domain_id, _worker(n), n.hostname, n.node_id))
+    ranks = {}
+    for level, key in (("fabric", DOMAIN_LABEL), ("rack", RACK_LABEL)):
+        members = [NodeView(n.node_id, n.labels, n.resources, n.address, n.hostname) for n in nodes if n.domain_level == level]
+        ranks[level] = rank_domains(members, key)
+    for node in nodes:
+        domain_ranks = ranks.get(node.domain_level, {}).get(node.domain_id)
+        node.host_index = domain_ranks.index_of(node.node_id) if domain_ranks else 0
+    nodes.sort(key=lambda n: (n.domain_level, n.domain_id, n.host_index or 0, n.hostname, n.node_id))
 
     domains: dict[tuple[str, str], Domain] = {}
     for node in nodes:
@@ -282,6 +294,7 @@ def assemble(
                 expected_hosts=int(hosts) if node.domain_level == "fabric" and hosts and hosts.isdigit() else None,
                 topology=node.labels.get(FABRIC_TOPOLOGY),
                 product=fabric.product if fabric is not None and node.domain_level == "fabric" else None,
+                rank_source=_rank_source(ranks, node),
             )
         dom.node_ids.append(node.node_id)
 
@@ -321,9 +334,9 @@ def assemble(
     return ClusterInventory(nodes=nodes, domains=ordered, placement_groups=pgs, gathered_at=time.time(), ray_version=ray_version)
 
 
-def _worker(node: ClusterNode) -> int:
-    text = node.labels.get(FABRIC_WORKER, "")
-    return int(text) if text.isdigit() else 0
+def _rank_source(ranks, node: ClusterNode) -> str | None:
+    domain_ranks = ranks.get(node.domain_level, {}).get(node.domain_id)
+    return domain_ranks.source if domain_ranks else None
 
 
 # -- gathering from a live cluster --------------------------------------------------------------
