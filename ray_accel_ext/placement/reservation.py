@@ -279,22 +279,32 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
             continue
         if verdict != "ok":
             continue  # lost a race for this domain; look again
-        pg = _create_pg(choice, claim_pg_name(name, line.owner, choice.claim_key), topology)
-        if not line.call("attach", choice.claim_key, line.owner, pg.id.hex(), list(choice.node_ids)):
-            remove_placement_group(pg)  # the registry restarted and gave the domain to another caller
-            continue
-        remaining = min(step.domain_wait_s, max(0.0, deadline - time.monotonic()))
-        ready = pg.wait(remaining) if remaining > 0 else False
-        if ready:
-            domain = rank_domain([n for n in inventory if n.labels.get(choice.key) == choice.domain], choice.key,
-                                 choice.domain)
-            attempts.append(_attempt(index, step, choice.domain, "ready", "", time.monotonic() - step_start))
-            reservation = Reservation(pg, choice, index, step.label(), time.monotonic() - start, attempts, line.owner,
-                                      domain, _bundle_ranks(pg, domain))
-            telemetry.placement_event(reservation.to_dict() | {"outcome": "ready", "reason_class": "",
-                                      "fallback": index > 0, "generation": choice.generation,
-                                      "topology": choice.topology, "hosts": len(choice.bundles)})
-            return reservation
+        try:
+            pg = _create_pg(choice, claim_pg_name(name, line.owner, choice.claim_key), topology)
+        except BaseException:
+            line.release_quietly(choice.claim_key)
+            raise
+        try:
+            if not line.call("attach", choice.claim_key, line.owner, pg.id.hex(), list(choice.node_ids)):
+                remove_placement_group(pg)  # the registry restarted and gave the domain to another caller
+                continue
+            remaining = min(step.domain_wait_s, max(0.0, deadline - time.monotonic()))
+            ready = pg.wait(remaining) if remaining > 0 else False
+            if ready:
+                domain = rank_domain([n for n in inventory if n.labels.get(choice.key) == choice.domain], choice.key,
+                                     choice.domain)
+                attempts.append(_attempt(index, step, choice.domain, "ready", "", time.monotonic() - step_start))
+                reservation = Reservation(pg, choice, index, step.label(), time.monotonic() - start, attempts,
+                                          line.owner, domain, _bundle_ranks(pg, domain))
+                telemetry.placement_event(reservation.to_dict() | {"outcome": "ready", "reason_class": "",
+                                          "fallback": index > 0, "generation": choice.generation,
+                                          "topology": choice.topology, "hosts": len(choice.bundles)})
+                return reservation
+        except BaseException:
+            # Nothing half-made is left behind: not the group, not the claim.
+            remove_placement_group(pg)
+            line.release_quietly(choice.claim_key)
+            raise
         remove_placement_group(pg)
         line.call("release", choice.claim_key, line.owner)
         tried.add(choice.claim_key)
@@ -318,6 +328,13 @@ class _Line:
 
     def wait(self, candidates) -> None:
         self.ticket = self.call("wait_in_line", self.owner, sorted(set(candidates)), self.ticket, self.waiter_ttl_s)
+
+    def release_quietly(self, claim_key: str) -> None:
+        """Drop a claim on the way out of a failure (the registry's GC drops it otherwise)."""
+        try:
+            self.registry.release.remote(claim_key, self.owner)
+        except Exception:  # noqa: BLE001 - already failing; the original error is what matters
+            pass
 
     def leave(self) -> None:
         if self.ticket is not None:
