@@ -205,6 +205,7 @@ class SimulatedCluster:
                 log = node.log()
                 if _retryable(log) and node.extra.get("attempt", 0) + 1 < PORT_ATTEMPTS:
                     self._relaunch(node)
+                    deadline = max(deadline, time.monotonic() + _START_TIMEOUT_S)
                     continue
                 raise RuntimeError(f"ray start for node {node.name!r} exited with {node.process.returncode}:\n{log[-4000:]}")
             time.sleep(0.1)
