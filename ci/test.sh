@@ -3,13 +3,14 @@
 # the downstream AMD package) on the newest Ray; then the package as users install it
 # (ci/package.sh) and the Ray-integration tests on the oldest supported Ray (ci/ray_matrix.sh).
 # Installs what it needs into .venv (and .venv-ray-oldest); as root with apt-get it also installs
-# the system packages the browser and udev tests use. Extra arguments go to the main pytest run.
+# the system packages the browser, udev and metrics tests use (prometheus: promtool). Extra
+# arguments go to the main pytest run.
 . "$(dirname "$0")/env.sh" test
 set -euo pipefail
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=()
-  for pkg in chromium umockdev gir1.2-umockdev-1.0 python3-gi; do
+  for pkg in chromium umockdev gir1.2-umockdev-1.0 python3-gi prometheus; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then

@@ -179,7 +179,7 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
     if fabric is not None:
         _add(labels, L.FABRIC_DOMAIN, fabric.id)
         _add(labels, L.FABRIC_HOSTS, str(fabric.hosts))
-        _add(labels, L.FABRIC_WORKER, str(fabric.worker))
+        _add(labels, L.FABRIC_WORKER, fabric.worker)  # omitted when the hardware does not say
         _add(labels, L.FABRIC_TOPOLOGY, fabric.topology)
         if fabric.kind == "nvlink-domain" and desc.resource_name == "GPU":
             _add(labels, L.GPU_DOMAIN, fabric.id)

@@ -170,8 +170,11 @@ class Fabric(_Value):
         kind: ``tpu-slice``, ``nvlink-domain``, ``ultraserver``, ``xgmi-hive`` or ``host`` (a host
             that is its own domain).
         id: the domain's identity (slice name, ``<clusterUuid>.<cliqueId>``, server id, host id).
-        hosts: number of hosts in the domain.
-        worker: this host's index within the domain (0 .. hosts-1).
+        hosts: number of hosts in the domain (on an NVLink domain the most it can have: NVML does
+            not tell the partition size).
+        worker: this host's index within the domain (0 .. hosts-1); None when the hardware does not
+            say (an NVLink tray whose driver has no platform information); cluster-side ranks
+            (``ray_accel_ext.placement.ranks``) order such hosts.
         topology: the domain's shape (``4x4``, ``2x2x2``), when it has one.
         product: the provider's name for the domain product (TPU pod type ``v6e-16``,
             ``trn2u.48xlarge``), when known.
@@ -181,7 +184,7 @@ class Fabric(_Value):
     kind: str
     id: str
     hosts: int = 1
-    worker: int = 0
+    worker: int | None = 0
     topology: str | None = None
     product: str | None = None
     hostnames: tuple[str, ...] = ()
@@ -278,7 +281,7 @@ class NodeDescription(_Value):
         if self.fabric is not None:
             if self.fabric.hosts < 1:
                 errors.append(f"fabric.hosts: expected >= 1, got {self.fabric.hosts}")
-            elif not 0 <= self.fabric.worker < self.fabric.hosts:
+            elif self.fabric.worker is not None and not 0 <= self.fabric.worker < self.fabric.hosts:
                 errors.append(f"fabric.worker: {self.fabric.worker} is outside 0..{self.fabric.hosts - 1}")
         if self.resource_quantity < 0:
             errors.append(f"resource_quantity: negative ({self.resource_quantity})")

@@ -2,7 +2,7 @@
 
 For each node a reservation placed bundles on, ``ray.nodes()`` gives its address, labels and
 resources, and one zero-CPU task pinned to the node (``NodeAffinitySchedulingStrategy(soft=False)``)
-runs discovery there (:func:`ray_accel_ext.cluster.inventory.probe_node`, the node's own host, inherited
+runs discovery there (:func:`ray_accel_ext.cluster.collect.probe_node`, the node's own host, inherited
 ``RAY_ACCEL_ROOT``) and reads which local interface holds the node's address (``psutil``). A node
 whose probe fails or times out is planned from its labels alone (the plan warns).
 """
@@ -34,7 +34,7 @@ def interface_of(address: str) -> str | None:
 
 def probe_host(address: str) -> dict[str, Any]:
     """Runs on the node: discovery's inventory, the hostname, and the interface of ``address``."""
-    from ..cluster.inventory import probe_node
+    from ..cluster.collect import probe_node
 
     out = probe_node()
     out["socket_ifname"] = interface_of(address)

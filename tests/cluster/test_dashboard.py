@@ -199,8 +199,8 @@ def test_metrics_come_from_every_nodes_exporter(cluster):
 
 @pytest.mark.ray
 def test_health_mark_reaches_inventory_and_dashboard(cluster):
+    from ray_accel_ext.cluster.collect import gather
     from ray_accel_ext.cluster.health import report_state
-    from ray_accel_ext.cluster.inventory import gather
 
     node_id = next(n.node_id for n in cluster.nodes if n.name == H100.name)
     reason = "accelerator 0000:1a:00.0 (0x10de:0x2330) disappeared after the node started"
@@ -285,7 +285,7 @@ def test_health_monitors_run_on_every_node(cluster, capsys):
     assert set(marks) == alive
     # pyudev reads this machine's real /sys (it cannot use a snapshot root): no accelerators here
     assert {m["status"] for m in marks.values()} == {"ok"}
-    from ray_accel_ext.cluster.inventory import gather
+    from ray_accel_ext.cluster.collect import gather
 
     inv = gather()
     assert all(n.health and n.health["status"] == "ok" and not n.degraded for n in inv.nodes if n.node_id in alive

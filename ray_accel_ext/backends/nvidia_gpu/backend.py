@@ -27,6 +27,7 @@ when DMI names that cloud (:mod:`ray_accel_ext.hw.cloud`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -179,8 +180,9 @@ class NvidiaGPUBackend(AcceleratorBackend):
 
         kind = _nvlink_kind(table.get(sku.pci_device_id or ""), reading)
         links = _links(gpus, nvml_by_addr, kind, problems) if kind else ()
-        fabric = _fabric(host, gpus, nvml_by_addr, table.get(sku.pci_device_id or "") or {}, problems)
-        location = _location(host, problems)
+        platform = _platform(gpus, nvml_by_addr, problems)
+        fabric = _fabric(host, gpus, nvml_by_addr, table.get(sku.pci_device_id or "") or {}, problems, platform)
+        location = _location(host, problems, platform)
 
         attributes = {f"{self.label_prefix}/nvml": "present" if reading is not None else "absent"}
         if reading is not None and reading.get("driver_version"):
@@ -351,15 +353,31 @@ def _links(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], kind: str, 
     return tuple(Link(a=a, b=b, kind=kind, lanes=n) for (a, b), n in sorted(lanes.items()))
 
 
-def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], entry: dict[str, Any], problems: list[str]) -> Fabric:
+def _platform(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], problems: list[str]) -> dict[str, Any] | None:
+    """The tray's place in its rack from NVML platform info, when every GPU has it and agrees."""
+    infos = [(nvml.get(f.address) or {}).get("platform") for f in gpus]
+    if not infos or not all(infos):
+        return None
+    seen = sorted({f"{p.get('chassis_serial')}/{p.get('tray_index')}" for p in infos})
+    if len(seen) > 1:
+        problems.append(f"GPUs of this node disagree on their NVML platform position ({', '.join(seen)}); "
+                        "no tray index published")
+        return None
+    return infos[0]
+
+
+def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], entry: dict[str, Any],
+            problems: list[str], platform: dict[str, Any] | None = None) -> Fabric:
     """The multi-node NVLink domain (``<clusterUuid>.<cliqueId>``), else the host itself.
 
     A GPU is in a domain when its fabric state is COMPLETED, status SUCCESS and the cluster UUID is
     not all zeros (NVIDIA go-nvlib ``IsFabricAttached``); HGX H100 reports COMPLETED with a zero
     UUID. GPUs of one node that disagree publish no domain, as GPU Feature Discovery does.
 
-    NVML gives neither the partition size nor this host's rank in it: ``hosts`` is the largest
-    domain the SKU ships in (18 trays of 4 GPUs for NVL72), ``worker`` stays 0.
+    NVML does not give the partition size: ``hosts`` is the largest domain the SKU ships in (18
+    trays of 4 GPUs for NVL72). ``worker`` is the tray index among the chassis' compute trays from
+    NVML platform info (``nvmlPlatformInfo_v2_t.trayIndex``) where the driver exposes it, else
+    None (unknown: cluster-side ranks order the trays).
     """
     cliques = set()
     attached = 0
@@ -382,15 +400,26 @@ def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]]
         return host_fabric(host, problems)
     domain_gpus = entry.get("nvlink_domain_gpus")
     hosts = max(1, domain_gpus // len(gpus)) if domain_gpus and gpus else 1
-    return Fabric(kind="nvlink-domain", id=cliques.pop(), hosts=hosts, worker=0)
+    worker = platform.get("tray_index") if platform else None
+    if worker is not None and not 0 <= worker < hosts:
+        problems.append(f"NVML platform tray index {worker} is outside the {hosts} trays of this NVLink domain")
+        worker = None
+    return Fabric(kind="nvlink-domain", id=cliques.pop(), hosts=hosts, worker=worker)
 
 
-def _location(host: Host, problems: list[str]) -> Location:
+def _location(host: Host, problems: list[str], platform: dict[str, Any] | None = None) -> Location:
     """Zone and placement hierarchy from the provider's metadata server, asked only when DMI
-    says the host is a GCE or EC2 instance (A3/A4 on GCP, P5/P6 on AWS)."""
+    says the host is a GCE or EC2 instance (A3/A4 on GCP, P5/P6 on AWS). Without a provider
+    rack, the chassis serial of NVML platform info is the rack (v1 of the struct names it
+    ``rackGuid``: the GB200 NVL72 chassis is the rack)."""
     provider = cloud_provider(host)
     if provider == "gcp":
-        return gcp_location(host, problems)
-    if provider == "aws":
-        return aws_location(host, problems)
-    return Location()
+        location = gcp_location(host, problems)
+    elif provider == "aws":
+        location = aws_location(host, problems)
+    else:
+        location = Location()
+    serial = (platform or {}).get("chassis_serial")
+    if serial and not location.rack:
+        location = dataclasses.replace(location, rack=serial)
+    return location

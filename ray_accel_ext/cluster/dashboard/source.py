@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..inventory import InventoryCollector
+from ..collect import InventoryCollector
 from ..nodes import alive_nodes
 from .document import accelerator_resources, build_document
 from .holders import ray_dashboard_url, read_holders

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from ...cluster.collect import gather
 from ...cluster.dashboard import ClusterSource
-from ...cluster.inventory import ClusterInventory, gather
+from ...cluster.inventory import ClusterInventory
 from ...labels import FABRIC_WORKER
 from ._common import add_format_option, print_json, table
 

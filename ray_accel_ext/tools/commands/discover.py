@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{desc.backend}: {len(desc.devices)} x {sku.name} ({sku.product or sku.generation}), "
               f"{desc.resource_name}={desc.resource_quantity:g}, interconnect {desc.interconnect}")
         if fabric is not None:
-            print(f"  fabric: {fabric.kind} {fabric.id} (worker {fabric.worker} of {fabric.hosts}"
+            worker = "?" if fabric.worker is None else fabric.worker  # the hardware does not number its hosts
+            print(f"  fabric: {fabric.kind} {fabric.id} (worker {worker} of {fabric.hosts}"
                   f"{', topology ' + fabric.topology if fabric.topology else ''})")
         loc = desc.location
         if any((loc.zone, loc.cluster, loc.block, loc.rack)):
