@@ -40,12 +40,12 @@ from .labels import (
     sanitize_value,
 )
 from .model import SCHEMA_VERSION, NodeDescription, NodeInventory
+from .skus import memory_gib_from_bytes
 
 __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "GPUDIRECT_PATHS"]
 
 # A device "has GPUDirect" when its nearest NIC sits behind the same PCIe switch.
 GPUDIRECT_PATHS = ("PIX", "PXB")
-_GIB = 1 << 30
 # Ray's own resource names (ray_constants.DEFAULT_RESOURCES, the accelerator resources, the node:
 # resources). `ray start` refuses CPU/memory/object_store_memory as custom resources and does not
 # start, so a name from outside text (a TPU slice named by metadata) never becomes one of them.
@@ -158,6 +158,13 @@ def _add_resources(desc: NodeDescription, resources: dict[str, float]) -> None:
         resources.update(_tpu_resources(desc))
 
 
+def _memory_gib(desc: NodeDescription) -> int | None:
+    """Memory per device in whole GiB: the SKU's figure, else the first device's reported memory,
+    both by the SKU database's one rule (``skus.memory_gib_from_bytes``: GiB, rounded up)."""
+    memory = desc.sku.memory_bytes or next((d.memory_bytes for d in desc.devices if d.memory_bytes), None)
+    return memory_gib_from_bytes(memory)
+
+
 def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
     sku = desc.sku
     if sku.ray_accelerator_type:
@@ -166,9 +173,9 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
     _add(labels, L.SKU, sku.name)
     _add(labels, L.GENERATION, sku.generation)
     _add(labels, L.COUNT, str(len(desc.devices)))
-    memory = sku.memory_bytes or next((d.memory_bytes for d in desc.devices if d.memory_bytes), None)
+    memory = _memory_gib(desc)
     if memory:
-        _add(labels, L.MEMORY_GIB, str(round(memory / _GIB)))
+        _add(labels, L.MEMORY_GIB, str(memory))
     _add(labels, L.INTERCONNECT, desc.interconnect)
 
     fabric = desc.fabric

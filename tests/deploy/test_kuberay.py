@@ -131,13 +131,11 @@ def test_hgx_requests_eight_gpus():
 
 
 def test_trainium_requests_every_device_of_the_instance():
-    import json
-    from importlib import resources
+    from ray_accel_ext import skus
 
-    table = json.loads(resources.files("ray_accel_ext.backends.neuron").joinpath("skus.json").read_text())["instance_types"]
     doc = _load(DEPLOY / "trainium.yaml")
     workers = [pod for name, _, pod in _pods(doc) if name != "head"]
     for pod in workers:
         instance = pod["nodeSelector"]["node.kubernetes.io/instance-type"]
         (container,) = pod["containers"]
-        assert int(container["resources"]["limits"]["aws.amazon.com/neuron"]) == table[instance]["devices"]
+        assert int(container["resources"]["limits"]["aws.amazon.com/neuron"]) == skus.machine_type(instance)[1]
