@@ -197,3 +197,57 @@ def test_table_output_explains_with_fix(tmp_path, monkeypatch, capsys):
     assert main(["doctor", "--root", str(snap)]) == 1
     out = capsys.readouterr().out
     assert "[ERROR] driver-missing" in out and "fix: install and load the kernel driver" in out
+
+
+UNKNOWN = HOSTS / "nvidia_gpu" / "unknown-device-id"
+
+
+def test_unknown_device_id_is_explained_not_blamed_on_the_driver(monkeypatch, capsys):
+    """A GPU the SKU database lacks is counted; doctor says how to describe it and does not go
+    looking for a missing driver (NVML answered)."""
+    _need(UNKNOWN)
+    rc, report = _doctor(UNKNOWN, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert rc == 0 and report["devices"] == 1
+    assert found["sku-unknown"]["severity"] == "warning" and found["sku-unknown"]["backend"] == "nvidia_gpu"
+    assert "10de:2b85" in found["sku-unknown"]["message"]
+    assert "RAY_ACCEL_SKU_DIR" in found["sku-unknown"]["fix"] and "ray-accel skus --validate" in found["sku-unknown"]["fix"]
+    assert "driver-missing" not in found
+
+
+@pytest.fixture
+def sku_dir(tmp_path, monkeypatch):
+    from ray_accel_ext import skus
+
+    directory = tmp_path / "skus.d"
+    directory.mkdir()
+    monkeypatch.setenv("RAY_ACCEL_SKU_DIR", str(directory))
+    yield directory
+    monkeypatch.delenv("RAY_ACCEL_SKU_DIR")
+    skus.reload()
+
+
+def test_bad_extra_sku_file_is_named_and_the_node_keeps_its_skus(sku_dir, monkeypatch, capsys):
+    from ray_accel_ext import skus
+
+    (sku_dir / "site.json").write_text('{"schema": 1, "family": "nvidia", "vendor": "nvidia", "entries": [{"device_id": 1}]}')
+    skus.reload()
+    rc, report = _doctor(H100, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert rc == 0 and report["devices"] == 8
+    assert "site.json: entries[0]" in found["sku-file"]["message"] and "--validate" in found["sku-file"]["fix"]
+
+
+def test_extra_sku_file_describes_the_unknown_device(sku_dir, monkeypatch, capsys):
+    from ray_accel_ext import skus
+
+    (sku_dir / "site.json").write_text(json.dumps({
+        "schema": 1, "family": "nvidia", "vendor": "nvidia", "vendor_id": "0x10de",
+        "sources": {"site": "our own inventory"},
+        "entries": [{"device_id": "0x2b85", "sku": "rtx-5090-32gb", "product": "NVIDIA GeForce RTX 5090",
+                     "nvml_name": "NVIDIA GeForce RTX 5090", "generation": "blackwell", "memory_gib": 32,
+                     "ray_accelerator_type": "GeForce-RTX-5090", "interconnect": "none", "source": ["site"]}],
+    }))
+    skus.reload()
+    rc, report = _doctor(UNKNOWN, monkeypatch, capsys)
+    assert rc == 0 and report["findings"] == [] and not report["degraded"]
