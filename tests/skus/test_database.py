@@ -72,8 +72,9 @@ def test_goldens_agree_with_the_database():
         sku = labels.get("rayaccel.io/sku")
         if sku not in by_sku:
             continue
-        got = (labels["rayaccel.io/generation"], int(labels["rayaccel.io/memory-gib"]), labels["ray.io/accelerator-type"])
-        assert got in by_sku[sku], (path, got, by_sku[sku])
+        got = (labels["rayaccel.io/generation"], int(labels["rayaccel.io/memory-gib"]), labels.get("ray.io/accelerator-type"))
+        # No type where Ray itself would read none on that host (no NVML, no AMD SMI, Gaudi at `ray start`).
+        assert got in by_sku[sku] or (got[2] is None and got[:2] in {v[:2] for v in by_sku[sku]}), (path, got, by_sku[sku])
         checked += 1
     assert checked >= 10
 
