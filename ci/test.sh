@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test: unit, snapshot goldens, real-Ray integration, conformance suite (in-tree backends and
-# the downstream AMD package). Installs what it needs into .venv; as root with apt-get it also
+# the separately packaged Acme backend of the README). Installs what it needs into .venv; as root with apt-get it also
 # installs the system packages the browser and udev tests use. Extra arguments go to pytest.
 . "$(dirname "$0")/env.sh" test
 set -euo pipefail
@@ -17,8 +17,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
-if [ -d tests/downstream/ray_accel_ext_amd ]; then
-  python -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_amd
+if [ -d tests/downstream/ray_accel_ext_acme ]; then
+  python -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_acme
 fi
 
 mkdir -p artifacts
