@@ -75,8 +75,9 @@ def nvidia_host(directory: Path, device_id: str, *, count: int = 1, subsystem: t
 
 
 def amd_host(directory: Path, device_id: str, *, count: int = 1, subsystem: tuple[str, str] | None = None,
-             pci_class: str = "0x120000") -> Path:
-    """``count`` AMD GPUs: PCI functions, KFD nodes (CPU node 0, then one per GPU) and ``/dev/kfd``."""
+             pci_class: str = "0x120000", amdsmi: bool = False, memory_bytes: int | None = None) -> Path:
+    """``count`` AMD GPUs: PCI functions, KFD nodes (CPU node 0, then one per GPU) and ``/dev/kfd``;
+    with ``amdsmi`` also an AMD SMI reading (``libraries/amdsmi.json``)."""
     snap = _snapshot(directory)
     root = snap / "rootfs"
     kfd = "/sys/class/kfd/kfd/topology/nodes"
@@ -90,6 +91,12 @@ def amd_host(directory: Path, device_id: str, *, count: int = 1, subsystem: tupl
             ("drm_render_minor", 128 + i), ("hive_id", 0), ("unique_id", 0x1000 + i))))
         _write(root, f"{kfd}/{i + 1}/gpu_id", f"{1000 + i}\n")
     _write(root, "/dev/kfd", "")
+    if amdsmi:
+        devices = [{"bdf": f"0000:{0x11 + 0x10 * i:02x}:00.0", "kfd_node": i + 1, "uuid": None, "market_name": None,
+                    "device_id": device_id, "memory_total": memory_bytes, "compute_partition": None,
+                    "memory_partition": None, "driver_version": None, "errors": []} for i in range(count)]
+        (snap / "libraries").mkdir()
+        (snap / "libraries/amdsmi.json").write_text(json.dumps({"format": 1, "error": None, "devices": devices}) + "\n")
     return snap
 
 
