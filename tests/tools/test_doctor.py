@@ -172,12 +172,12 @@ def test_ray_version_outside_tested_range(tmp_path, monkeypatch, capsys):
 def test_backend_that_fails_to_load(tmp_path, monkeypatch, capsys):
     _need(H100)
     _dist_info(tmp_path / "site", "acme_broken", "1.0",
-               "[ray_accel_ext.backends]\nacme_npu = ray_accel_ext_acme_missing:AcmeBackend\n")
+               "[ray_accel_ext.backends]\nzeta_npu = ray_accel_ext_zeta_missing:ZetaBackend\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     rc, report = _doctor(H100, monkeypatch, capsys)
     found = _by_cause(report)
     assert rc == 1
-    assert found["backend-load"]["backend"] == "acme_npu"
+    assert found["backend-load"]["backend"] == "zeta_npu"
     assert "acme_broken 1.0" in found["backend-load"]["message"] and "RAY_ACCEL_DISABLE" in found["backend-load"]["fix"]
     assert report["devices"] == 8  # the other backends still found the GPUs
 
