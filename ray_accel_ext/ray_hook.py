@@ -82,10 +82,10 @@ def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
         ray_params.num_gpus = _gpus(spec.num_gpus)
     resources = dict(spec.custom_resources())
     resources.update(getattr(ray_params, "resources", None) or {})
-    own = ray_detected(resources, ray_params.num_gpus)
+    own = ray_detected(resources, getattr(ray_params, "num_gpus", None))
     for key, value in own.resources.items():
         resources.setdefault(key, value)
-    if own.num_gpus is not None and ray_params.num_gpus is None:
+    if own.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
         ray_params.num_gpus = _gpus(own.num_gpus)
     ray_params.resources = resources
     labels = dict(spec.labels)
