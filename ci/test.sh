@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test: unit, snapshot goldens, real-Ray integration, conformance suite (in-tree backends and
-# the downstream AMD package) on the newest Ray; then the package as users install it
+# the separately packaged Acme backend of the README) on the newest Ray; then the package as users install it
 # (ci/package.sh) and the Ray-integration tests on the oldest supported Ray (ci/ray_matrix.sh).
 # Installs what it needs into .venv (and .venv-ray-oldest); as root with apt-get it also installs
 # the system packages the browser, udev and metrics tests use (prometheus: promtool). Extra
@@ -20,8 +20,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
-if [ -d tests/downstream/ray_accel_ext_amd ]; then
-  python -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_amd
+if [ -d tests/downstream/ray_accel_ext_acme ]; then
+  python -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_acme
 fi
 
 mkdir -p artifacts

@@ -15,8 +15,10 @@ worker 0) ``TPU-<pod-type>-head`` resources that ``ray.util.tpu`` needs are adde
 
 Several families on one node: each family's resources are all published (Ray itself keeps one,
 chosen in hash order). The schema labels describe the *primary* family (the one with the most
-devices; ties broken by backend name); ``rayaccel.io/families`` lists all of them and every other
-family gets ``rayaccel.io/<backend>-sku`` and ``rayaccel.io/<backend>-count``.
+devices; ties broken by backend name); ``rayaccel.io/families`` lists all of them, every family
+present gets the ``ray.io/`` keys Ray defines for it (``ray.io/tpu-*`` for TPU chips next to GPUs,
+``ray.io/gpu-domain``), and every other family gets ``rayaccel.io/<backend>-sku``, ``-count`` and
+``-memory-gib`` (``labels.family_key``). The schema: ``docs/labels.md``.
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ from .labels import (
     sanitize_value,
 )
 from .model import SCHEMA_VERSION, NodeDescription, NodeInventory
+from .skus import memory_gib_from_bytes
 
 __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "GPUDIRECT_PATHS"]
 
 # A device "has GPUDirect" when its nearest NIC sits behind the same PCIe switch.
 GPUDIRECT_PATHS = ("PIX", "PXB")
-_GIB = 1 << 30
 # Ray's own resource names (ray_constants.DEFAULT_RESOURCES, the accelerator resources, the node:
 # resources). `ray start` refuses CPU/memory/object_store_memory as custom resources and does not
 # start, so a name from outside text (a TPU slice named by metadata) never becomes one of them.
@@ -130,9 +132,16 @@ def to_ray_node(inventory: NodeInventory) -> RayNodeSpec:
     _add(labels, L.FAMILIES, ".".join(sorted(d.backend for d in descs)))
     _add_family_labels(primary, labels)
     for desc in descs:
+        # Ray's own keys for each family present (ray.io/tpu-* for TPU chips next to GPUs, ...).
+        for key, value in _ray_family_labels(desc).items():
+            _add(labels, key, value)
         if desc is not primary:
-            _add(labels, L.family_key(desc.backend, "sku"), desc.sku.name)
-            _add(labels, L.family_key(desc.backend, "count"), str(len(desc.devices)))
+            _add(labels, L.family_key(desc.backend, L.FAMILY_SKU), desc.sku.name)
+            _add(labels, L.family_key(desc.backend, L.FAMILY_COUNT), str(len(desc.devices)))
+            memory = _memory_gib(desc)
+            if memory:
+                _add(labels, L.family_key(desc.backend, L.FAMILY_MEMORY_GIB), str(memory))
+            _add_attributes(desc, labels)
     return RayNodeSpec(resources=resources, labels=labels)
 
 
@@ -162,6 +171,13 @@ def _add_resources(desc: NodeDescription, resources: dict[str, float]) -> None:
         resources.update(_tpu_resources(desc))
 
 
+def _memory_gib(desc: NodeDescription) -> int | None:
+    """Memory per device in whole GiB: the SKU's figure, else the first device's reported memory,
+    both by the SKU database's one rule (``skus.memory_gib_from_bytes``: GiB, rounded up)."""
+    memory = desc.sku.memory_bytes or next((d.memory_bytes for d in desc.devices if d.memory_bytes), None)
+    return memory_gib_from_bytes(memory)
+
+
 def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
     sku = desc.sku
     if sku.ray_accelerator_type:
@@ -170,9 +186,9 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
     _add(labels, L.SKU, sku.name)
     _add(labels, L.GENERATION, sku.generation)
     _add(labels, L.COUNT, str(len(desc.devices)))
-    memory = sku.memory_bytes or next((d.memory_bytes for d in desc.devices if d.memory_bytes), None)
+    memory = _memory_gib(desc)
     if memory:
-        _add(labels, L.MEMORY_GIB, str(round(memory / _GIB)))
+        _add(labels, L.MEMORY_GIB, str(memory))
     _add(labels, L.INTERCONNECT, desc.interconnect)
 
     fabric = desc.fabric
@@ -181,11 +197,6 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
         _add(labels, L.FABRIC_HOSTS, str(fabric.hosts))
         _add(labels, L.FABRIC_WORKER, fabric.worker)  # omitted when the hardware does not say
         _add(labels, L.FABRIC_TOPOLOGY, fabric.topology)
-        if fabric.kind == "nvlink-domain" and desc.resource_name == "GPU":
-            _add(labels, L.GPU_DOMAIN, fabric.id)
-    if desc.resource_name == "TPU":
-        for key, value in _tpu_labels(desc).items():
-            _add(labels, key, value)
 
     loc = desc.location
     _add(labels, L.CLUSTER, loc.cluster)
@@ -203,11 +214,26 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
         )
         _add(labels, L.GPUDIRECT, "true" if direct else "false")
 
+    _add_attributes(desc, labels)
+
+
+def _add_attributes(desc: NodeDescription, labels: dict[str, str]) -> None:
     for key, value in desc.attributes.items():
         # Backend attributes never write Ray's or the schema's keys (the registry refuses those
         # prefixes; this holds for descriptions that did not come through it too).
         if key_prefix(key) not in (RAY_PREFIX, PROJECT_PREFIX):
             _add(labels, key, value)
+
+
+def _ray_family_labels(desc: NodeDescription) -> dict[str, str]:
+    """The ``ray.io/`` keys Ray defines for this family: the TPU slice keys, the GPU NVLink domain."""
+    out: dict[str, str] = {}
+    fabric = desc.fabric
+    if fabric is not None and fabric.kind == "nvlink-domain" and desc.resource_name == "GPU":
+        out[L.GPU_DOMAIN] = fabric.id
+    if desc.resource_name == "TPU":
+        out.update(_tpu_labels(desc))
+    return out
 
 
 # -- TPU: Ray 2.60's TPUAcceleratorManager names (reference/ray-2.60.md section 5) ---------------

@@ -101,6 +101,7 @@ def discover(
                     )
                 )
 
+    problems.extend(_sku_file_problems())
     with lock:
         descriptions = tuple(_redacted(results[b.name]) for b, _ in threads if results.get(b.name) is not None)
         inventory = NodeInventory(
@@ -147,6 +148,14 @@ def _host_problems(host: Host) -> list[Problem]:
                     f"{', ...' if len(bad) > 4 else ''}): devices there are not counted",
         ))
     return out
+
+
+def _sku_file_problems() -> list[Problem]:
+    """Extra SKU files that were skipped (bad JSON, a schema error): the node starts on the
+    built-in data and says which file and field (``ray_accel_ext/skus/SCHEMA.md``)."""
+    from . import skus
+
+    return [Problem(backend="skus", stage="load", error="SkuFileError", message=line) for line in skus.load_problems()]
 
 
 def _redacted(desc: NodeDescription) -> NodeDescription:

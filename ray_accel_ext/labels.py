@@ -1,6 +1,6 @@
 """Label schema version 1: every key the project publishes or reads, the placement levels, Ray's
 TPU pod-type rule, label key and value syntax as Ray's selectors accept them, and sanitising of
-outside text. A new label key is added here and nowhere else (``docs/architecture.md``).
+outside text. A new label key is added here and nowhere else, and documented in ``docs/labels.md``.
 
 Ray stores label values it cannot select on (``ray.init(labels=...)`` does not validate), so we
 check everything we emit against the selector rules (``ray/_private/label_utils.py``): a value is
@@ -22,6 +22,7 @@ __all__ = [
     "LEVELS",
     "project_key",
     "family_key",
+    "FAMILY_FIELDS",
     "ray_tpu_pod_type",
     "normalize_tpu_type",
     "is_valid_value",
@@ -41,8 +42,14 @@ def project_key(name: str) -> str:
 
 
 def family_key(backend: str, name: str) -> str:
-    """A secondary family's key, ``rayaccel.io/<backend>-<name>`` (``nvidia-gpu-sku``)."""
+    """A secondary family's key, ``rayaccel.io/<backend>-<name>`` (``nvidia-gpu-sku``); ``name`` is
+    one of :data:`FAMILY_FIELDS`."""
     return project_key(f"{backend.replace('_', '-')}-{name}")
+
+
+# What every family other than the primary one gets under family_key(backend, <field>): its SKU,
+# device count and memory per device (the primary family's are SKU, COUNT, MEMORY_GIB).
+FAMILY_SKU, FAMILY_COUNT, FAMILY_MEMORY_GIB = FAMILY_FIELDS = ("sku", "count", "memory-gib")
 
 
 # -- keys Ray defines (reference/ray-2.60.md sections 4 and 5) -------------------------------------

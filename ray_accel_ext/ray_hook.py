@@ -6,7 +6,8 @@
 * ``ray.init()`` local clusters: :func:`init`, a wrapper that merges the same values into the
   ``resources=``/``labels=``/``num_gpus=`` arguments.
 
-Both merge with what the user passed, the user's keys winning. Neither ever makes the node fail:
+Both merge with what the user passed, the user's keys winning, and keep the accelerator families
+Ray detects itself and no backend describes (:mod:`.ray_native`). Neither ever makes the node fail:
 any error ends in a node labelled ``rayaccel.io/discovery=degraded`` and a log line with the cause.
 
 Both also hand their findings on through this process's environment (:mod:`.handoff`): Ray's own
@@ -30,6 +31,7 @@ from .host import host_from_env, open_host
 from .hw.cloud import hostname
 from .labels import DISCOVERY
 from .model import NodeInventory
+from .ray_native import ray_detected
 from .telemetry import discovery_event
 from .visibility import cap_to_visible
 
@@ -92,12 +94,22 @@ def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) ->
     return out
 
 
+def _gpus(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
 def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
-    """Merge ``spec`` into a ``RayParams`` (user-given keys win)."""
+    """Merge ``spec`` into a ``RayParams`` (user-given keys win), keeping the accelerator families
+    Ray detects itself next to ours (:func:`ray_accel_ext.ray_native.ray_detected`)."""
     if spec.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
-        ray_params.num_gpus = int(spec.num_gpus) if float(spec.num_gpus).is_integer() else spec.num_gpus
+        ray_params.num_gpus = _gpus(spec.num_gpus)
     resources = dict(spec.custom_resources())
     resources.update(getattr(ray_params, "resources", None) or {})
+    own = ray_detected(resources, getattr(ray_params, "num_gpus", None))
+    for key, value in own.resources.items():
+        resources.setdefault(key, value)
+    if own.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
+        ray_params.num_gpus = _gpus(own.num_gpus)
     ray_params.resources = resources
     labels = dict(spec.labels)
     labels.update(getattr(ray_params, "labels", None) or {})
@@ -144,6 +156,10 @@ def merge_into_init_kwargs(kwargs: dict[str, Any], spec: RayNodeSpec) -> dict[st
     if spec.num_gpus is not None and out.get("num_gpus") is None:
         out["num_gpus"] = spec.num_gpus
     out["resources"] = {**spec.custom_resources(), **(out.get("resources") or {})}
+    own = ray_detected(out["resources"], out.get("num_gpus"))
+    out["resources"] = {**own.resources, **out["resources"]}
+    if own.num_gpus is not None and out.get("num_gpus") is None:
+        out["num_gpus"] = own.num_gpus
     out["labels"] = {**spec.labels, **(out.get("labels") or {})}
     return out
 

@@ -240,9 +240,8 @@ def _entry(v: _V, item: Any, path: str, family: str, vendor: str, default_vid: s
         generation=v.pattern(item["generation"], f"{path}.generation", _SLUG, "a lower-case generation such as 'hopper'"),
         memory_gib=memory,
         ray_accelerator_type=ray_type,
-        interconnect=v.pattern(
-            item["interconnect"], f"{path}.interconnect", _SLUG, "a lower-case link name such as 'nvlink4'", nullable=True
-        ),
+        interconnect=v.pattern(item["interconnect"], f"{path}.interconnect", _SLUG,
+                               "a lower-case link name such as 'nvlink4'", nullable=True),
         sources=cited,
         seen_subsystems=tuple(v.pattern(s, f"{path}.seen_subsystems[{j}]", _SUBSYSTEM, "'0xVVVV:0xDDDD'") for j, s in enumerate(seen)),
         nvlink_domain_gpus=v.count(item.get("nvlink_domain_gpus"), f"{path}.nvlink_domain_gpus"),

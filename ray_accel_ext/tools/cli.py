@@ -1,6 +1,6 @@
 """The ``ray-accel`` command.
 
-Each subcommand lives in ``ray_accel_ext/commands/<name>.py`` and exposes
+Each subcommand lives in ``ray_accel_ext/tools/commands/<name>.py`` and exposes
 ``register(subparsers)``, which adds its parser and sets ``func(args) -> int``. Output meant for
 people is a table; ``--format json`` prints exactly one JSON document for programs.
 
@@ -38,6 +38,7 @@ COMMANDS = (
     "demo",
     "record",
     "doctor",
+    "skus",
     "cluster",
     "dashboard",
     "health",

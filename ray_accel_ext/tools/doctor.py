@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..backends._sku import UNKNOWN_SKU_MARK
 from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, missing_features, ray_version, tested_range_text
 from ..discovery import discover
 from ..errors import HostReadError
@@ -64,6 +65,12 @@ CAUSES: dict[str, tuple[str, str]] = {
                                 "instance's metadata configuration"),
     "metadata-disabled": ("warning", "AWS_EC2_METADATA_DISABLED=true switches the EC2 metadata service off for this "
                                      "process: unset it to get zone, region and instance topology labels"),
+    "sku-unknown": ("warning", "the devices are counted and scheduled; to give them their SKU, generation and memory, "
+                               "add their PCI id to an extra SKU file in a directory named by RAY_ACCEL_SKU_DIR or "
+                               "/etc/ray_accel_ext/skus.d (format: ray_accel_ext/skus/SCHEMA.md; check it with "
+                               "`ray-accel skus --validate FILE`), or upgrade ray-accel-ext"),
+    "sku-file": ("warning", "fix the extra SKU file named in the message (`ray-accel skus --validate FILE` shows the "
+                            "field at fault) or remove it; until then the node uses the built-in SKU data"),
     "ray-missing": ("warning", "install Ray: `pip install 'ray-accel-ext[ray]'`"),
     "ray-version": ("warning", f"install a tested Ray ({tested_range_text()}): `pip install 'ray-accel-ext[ray]'`; "
                                "the start hook uses only public Ray inputs and still runs"),
@@ -157,6 +164,7 @@ def _host_error_cause(err: dict[str, Any]) -> str:
 
 _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"AWS_EC2_METADATA_DISABLED"), "metadata-disabled"),
+    (re.compile(re.escape(UNKNOWN_SKU_MARK)), "sku-unknown"),
     (re.compile(r"/api/token: HTTP 40[135]"), "metadata-token-refused"),
     (re.compile(r"HTTP 429"), "metadata-rate-limited"),
     (re.compile(r"did not answer|not asked", re.I), "metadata-timeout"),
@@ -204,6 +212,7 @@ def _plain(cause: str, backend: str | None, raw: str) -> str:
         "file-unreadable": "a file discovery needs could not be read (unreadable, broken or corrupt)",
         "file-missing": "a file discovery needs does not exist",
         "description-invalid": "the backend produced a description that does not validate",
+        "sku-unknown": "devices whose PCI id the SKU database does not know were counted without a known SKU",
         "degraded": "discovery could not read everything",
     }.get(cause, "discovery could not read everything")
     return f"{who}{words}: {raw}"
@@ -261,7 +270,9 @@ def _probe_families(host: FsHost, inventory: NodeInventory, disabled: set[str]) 
     failed = {p.backend for p in inventory.problems}
     # A family a backend described fully shows its driver works (NVML, neuron-ls, chips answered);
     # the driver's footprint is probed only where something is missing.
-    partial = {d.backend for d in inventory.descriptions if d.degraded or _library_absent(d)}
+    # A device id the SKU database lacks says nothing about the driver.
+    partial = {d.backend for d in inventory.descriptions
+               if any(UNKNOWN_SKU_MARK not in p for p in d.problems) or _library_absent(d)}
     known = families()
     by_name = {f.backend: f for f in known}
     for backend, bdfs in sorted(_pci_accelerators(host, known).items()):
@@ -330,7 +341,9 @@ def diagnose(host: FsHost) -> Diagnosis:
 
     for p in inventory.problems:
         detail = f"{p.error}: {p.message}"
-        if p.stage == "load":
+        if p.backend == "skus":
+            findings.append(_finding("sku-file", f"an extra SKU file was ignored: {p.message}", detail=detail))
+        elif p.stage == "load":
             findings.append(_finding("backend-load", f"the backend {p.backend} failed to load: {p.message}",
                                      backend=p.backend, detail=detail))
         elif p.stage == "budget":

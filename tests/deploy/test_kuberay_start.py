@@ -36,7 +36,8 @@ from pathlib import Path
 
 import pytest
 
-from ray_accel_ext.testing.cluster import NODE_NAME_LABEL, SimulatedCluster, _free_port
+from ray_accel_ext.testing.cluster import NODE_NAME_LABEL, SimulatedCluster
+from ray_accel_ext.testing.ports import free_port as _free_port
 from tests.support import kuberay_crd
 from tests.support import kuberay_operator as op
 from tests.support.paths import HOSTS, REPO

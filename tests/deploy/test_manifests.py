@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -127,12 +126,13 @@ def test_gpu_nodes_request_every_gpu(name, selector, gpus):
 
 
 def test_trainium_requests_every_device_of_the_instance():
-    table = json.loads(resources.files("ray_accel_ext.backends.neuron").joinpath("skus.json").read_text())["instance_types"]
+    from ray_accel_ext import skus
+
     workers = [pod for name, _, pod in _pods(CLUSTERS["trainium.yaml"]) if name != "head"]
     for pod in workers:
         instance = pod["nodeSelector"]["node.kubernetes.io/instance-type"]
         (container,) = pod["containers"]
-        assert int(container["resources"]["limits"]["aws.amazon.com/neuron"]) == table[instance]["devices"]
+        assert int(container["resources"]["limits"]["aws.amazon.com/neuron"]) == skus.machine_type(instance)[1]
 
 
 def test_eks_topology_pods_have_the_permission():

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from ray._private.parameter import RayParams
 
 from ray_accel_ext.adapter import to_ray_node
+from ray_accel_ext.backends.amd_gpu import kfd
 from ray_accel_ext.backends.neuron.read import parse_core_list, parse_neuron_ls
 from ray_accel_ext.backends.nvidia_gpu import nvml as _nvml
 from ray_accel_ext.backends.tpu.backend import parse_tpu_env
@@ -240,15 +241,9 @@ def test_neuron_ls_deep_nesting_is_a_clear_problem(tmp_path):
     _results.add("parser input", "neuron-ls JSON", "degraded", detail="50k nested brackets through the backend")
 
 
-# -- KFD properties (downstream AMD package) ----------------------------------------------------
-
-try:
-    from ray_accel_ext_amd import kfd  # type: ignore[no-redef]
-except ImportError:  # the downstream package is installed by ci/test.sh
-    kfd = None
+# -- KFD properties (AMD backend) ----------------------------------------------------------------
 
 
-@pytest.mark.skipif(kfd is None, reason="ray-accel-ext-amd (tests/downstream) not installed")
 @FAST
 @given(st.one_of(HOSTILE, st.lists(st.tuples(st.text(max_size=20), st.one_of(st.integers(-2**64, 2**64).map(str), HOSTILE)), max_size=8)
                  .map(lambda kv: "\n".join(f"{k} {v}" for k, v in kv))))

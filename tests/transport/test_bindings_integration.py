@@ -16,7 +16,6 @@ snapshot, 4 GPUs each), every node a ``ray start`` through the start hook.
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 
@@ -27,6 +26,7 @@ pytest.importorskip("ray.data")
 
 from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve_domain  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
+from ray_accel_ext.testing.ports import free_port  # noqa: E402
 from ray_accel_ext.train import (  # noqa: E402
     map_options,
     rank_actor_options,
@@ -107,17 +107,11 @@ class Replica:
         return [mine] + ray.get([s.report.remote() for s in self.others])
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_serve_replica_spans_the_domain_with_the_plan(cluster):
     with reserve_for_training(DomainRequest(hosts=2, selector=GB200, deadline_s=60), units_per_rank=4) as job:
         plan = job.plan
         key = f"{FABRIC}={job.domains[0]}"
-        serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
+        serve.start(http_options={"host": "127.0.0.1", "port": free_port()})
         job.hand_over()
         handle = serve.run(serve.deployment(Replica).options(**serve_options(job)).bind(plan), name="span",
                            route_prefix=None)
