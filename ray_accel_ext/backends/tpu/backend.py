@@ -44,7 +44,6 @@ from .identity import (
 )
 from .layout import SliceLayout, host_facts, slice_layout
 from .topology import (
-    GENERATIONS,
     TPU_PCI_VENDOR,
     AcceleratorType,
     Generation,
@@ -108,7 +107,7 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
         if vendor != TPU_PCI_VENDOR:
             continue
         func = read_function(host, address, problems)
-        gen = generation_from_pci(func.device, func.subsystem_device)
+        gen = generation_from_pci(func.device, func.subsystem_device, func.subsystem_vendor)
         if gen is None:
             if pci_class.startswith("0x12"):  # processing accelerator, but an id we do not know
                 unknown_accelerators = True
@@ -173,12 +172,9 @@ class TPUBackend(AcceleratorBackend):
     label_prefix = LABEL_PREFIX
     visible_devices_env_var = "TPU_VISIBLE_CHIPS"
     family = "Google TPU"
-    # The chip ids of every known generation, and any other Google processing accelerator
-    # (class 0x12): a chip of a generation this release does not know is still a TPU.
-    pci_ids = (
-        PciId(TPU_PCI_VENDOR, devices=frozenset(g.pci_device for g in GENERATIONS)),
-        PciId(TPU_PCI_VENDOR, classes=("0x12",)),
-    )
+    # Every TPU chip is a Google processing accelerator (class 0x12, as Ray's TPU manager and
+    # tpu-info see them); which ids are which generation is the SKU database's (skus/data/tpu.json).
+    pci_ids = (PciId(TPU_PCI_VENDOR, classes=("0x12",)),)
     driver_paths = ("/dev/vfio", "/dev/accel0")
     driver_hint = (
         "TPU chips are on the PCI bus but neither /dev/vfio nor /dev/accel* exists: the TPU VM image's "

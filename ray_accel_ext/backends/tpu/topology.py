@@ -118,15 +118,24 @@ def generation_for(name: str) -> Generation:
     return gen
 
 
-def generation_from_pci(device: str, subsystem_device: str | None) -> Generation | None:
-    """The generation of a vendor-0x1ae0 PCI function, None when it is not a TPU (gVNIC, NVMe)."""
-    device = device.lower()
-    for gen in GENERATIONS:
-        if gen.pci_device != device:
-            continue
-        if gen.pci_subsystem is None or (subsystem_device or "").lower() == gen.pci_subsystem:
-            return gen
-    return None
+def generation_from_pci(device: str, subsystem_device: str | None, subsystem_vendor: str | None = None) -> Generation | None:
+    """The generation of a vendor-0x1ae0 PCI function, None when it is not a TPU (gVNIC, NVMe).
+
+    The SKU database (``ray_accel_ext/skus/data/tpu.json``) says which ids are TPU chips of which
+    generation, so a new id of a known generation is a change to that file alone; the table here
+    holds what the database has no fields for (cores, torus dimensions, device nodes).
+    """
+    from ...skus import lookup  # the database loads on first use, not at import
+
+    # any subsystem vendor matches the database's `*:<subsystem device>` entries (v2 and v3 share 0x0027)
+    subsystem = (subsystem_vendor or TPU_PCI_VENDOR, subsystem_device) if subsystem_device else None
+    entry = lookup(TPU_PCI_VENDOR, device, subsystem)
+    if entry is None or entry.family != "tpu":
+        return None
+    try:
+        return generation_for(entry.generation)
+    except TopologyStringError:
+        return None  # a generation this release has no layout for: counted as an unknown chip
 
 
 @dataclass(frozen=True, slots=True)
