@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The conformance suite for every in-tree backend, the reference FakeBackend, and the downstream
-# AMD package (pip-installed into the venv first, then also its own subclass-mode tests).
+# The conformance suite for every in-tree backend, the reference FakeBackend, and the separately
+# packaged Acme backend of the README (tests/downstream/ray_accel_ext_acme: pip-installed into the
+# venv first, like a vendor's package, then also its own subclass-mode tests).
 # Each run starts one real Ray node from a snapshot (--live-ray). Reports are kept under
 # ${ARTIFACTS:-artifacts}/conformance/: <backend>.json, <backend>.xml (JUnit), <backend>.txt (table),
 # summary.txt. Exit status: 0 only when every backend passes.
@@ -14,8 +15,8 @@ OUT="$(cd "${ARTIFACTS:-artifacts}/conformance" && pwd)"
 : > "$OUT/summary.txt"
 export PATH="$VENV/bin:$PATH"
 
-echo "== pip install tests/downstream/ray_accel_ext_amd into $VENV"
-"$PY" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_amd || exit 2
+echo "== pip install tests/downstream/ray_accel_ext_acme into $VENV"
+"$PY" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_acme || exit 2
 
 status=0
 suite() {  # suite LABEL BACKEND SNAPSHOTS [XFAILS]
@@ -23,7 +24,7 @@ suite() {  # suite LABEL BACKEND SNAPSHOTS [XFAILS]
   local args=(conformance "$backend" --snapshots "$snaps" --live-ray --junit "$OUT/$label.xml" --json-report "$OUT/$label.json")
   [ -n "$xfails" ] && [ -f "$xfails" ] && args+=(--xfails "$xfails")
   echo "== conformance: $label"
-  "$PY" -m ray_accel_ext.cli "${args[@]}" | tee "$OUT/$label.txt"
+  "$PY" -m ray_accel_ext.tools.cli "${args[@]}" | tee "$OUT/$label.txt"
   local rc=${PIPESTATUS[0]}
   echo "$label: $(tail -n 1 "$OUT/$label.txt")" >> "$OUT/summary.txt"
   [ "$rc" = 0 ] || status=1
@@ -35,13 +36,13 @@ print(" ".join(s.name for s in a() if s.dist.startswith("ray-accel-ext ")))'); d
   suite "$name" "$name" "tests/data/hosts/$name" "ci/xfails/$name.txt"
 done
 suite reference ray_accel_ext.testing.fake_backend:FakeBackend ray_accel_ext/conformance/data/hosts/fake_accel
-suite amd_gpu amd_gpu tests/downstream/ray_accel_ext_amd/tests/hosts tests/downstream/ray_accel_ext_amd/conformance-xfails.txt
+suite acme_npu acme_npu tests/downstream/ray_accel_ext_acme/tests/hosts tests/downstream/ray_accel_ext_acme/conformance-xfails.txt
 
-echo "== downstream: ray_accel_ext_amd's own tests (suite subclasses + unit tests)"
-if (cd tests/downstream/ray_accel_ext_amd && "$PY" -m pytest -q -p no:cacheprovider --junitxml "$OUT/amd_gpu-own-tests.xml"); then
-  echo "amd_gpu-own-tests: PASS" >> "$OUT/summary.txt"
+echo "== downstream: ray_accel_ext_acme's own tests (suite subclasses + unit tests)"
+if (cd tests/downstream/ray_accel_ext_acme && "$PY" -m pytest -q -p no:cacheprovider --junitxml "$OUT/acme_npu-own-tests.xml"); then
+  echo "acme_npu-own-tests: PASS" >> "$OUT/summary.txt"
 else
-  echo "amd_gpu-own-tests: FAIL" >> "$OUT/summary.txt"; status=1
+  echo "acme_npu-own-tests: FAIL" >> "$OUT/summary.txt"; status=1
 fi
 
 echo "== summary ($OUT/summary.txt)"

@@ -15,8 +15,10 @@ worker 0) ``TPU-<pod-type>-head`` resources that ``ray.util.tpu`` needs are adde
 
 Several families on one node: each family's resources are all published (Ray itself keeps one,
 chosen in hash order). The schema labels describe the *primary* family (the one with the most
-devices; ties broken by backend name); ``rayaccel.io/families`` lists all of them and every other
-family gets ``rayaccel.io/<backend>-sku`` and ``rayaccel.io/<backend>-count``.
+devices; ties broken by backend name); ``rayaccel.io/families`` lists all of them, every family
+present gets the ``ray.io/`` keys Ray defines for it (``ray.io/tpu-*`` for TPU chips next to GPUs,
+``ray.io/gpu-domain``), and every other family gets ``rayaccel.io/<backend>-sku``, ``-count`` and
+``-memory-gib`` (``labels.family_key``). The schema: ``docs/labels.md``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ from . import labels as L
 from .labels import (
     PROJECT_PREFIX,
     RAY_PREFIX,
+    TPU_ATTR_ACCELERATOR_TYPE,
+    TPU_ATTR_SLICE_NAME,
+    TPU_ATTR_TOPOLOGY,
+    TPU_ATTR_WORKER_ID,
     is_valid_key,
     is_valid_value,
     key_prefix,
@@ -40,12 +46,12 @@ from .labels import (
     sanitize_value,
 )
 from .model import SCHEMA_VERSION, NodeDescription, NodeInventory
+from .skus import memory_gib_from_bytes
 
 __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "GPUDIRECT_PATHS"]
 
 # A device "has GPUDirect" when its nearest NIC sits behind the same PCIe switch.
 GPUDIRECT_PATHS = ("PIX", "PXB")
-_GIB = 1 << 30
 # Ray's own resource names (ray_constants.DEFAULT_RESOURCES, the accelerator resources, the node:
 # resources). `ray start` refuses CPU/memory/object_store_memory as custom resources and does not
 # start, so a name from outside text (a TPU slice named by metadata) never becomes one of them.
@@ -126,9 +132,16 @@ def to_ray_node(inventory: NodeInventory) -> RayNodeSpec:
     _add(labels, L.FAMILIES, ".".join(sorted(d.backend for d in descs)))
     _add_family_labels(primary, labels)
     for desc in descs:
+        # Ray's own keys for each family present (ray.io/tpu-* for TPU chips next to GPUs, ...).
+        for key, value in _ray_family_labels(desc).items():
+            _add(labels, key, value)
         if desc is not primary:
-            _add(labels, L.family_key(desc.backend, "sku"), desc.sku.name)
-            _add(labels, L.family_key(desc.backend, "count"), str(len(desc.devices)))
+            _add(labels, L.family_key(desc.backend, L.FAMILY_SKU), desc.sku.name)
+            _add(labels, L.family_key(desc.backend, L.FAMILY_COUNT), str(len(desc.devices)))
+            memory = _memory_gib(desc)
+            if memory:
+                _add(labels, L.family_key(desc.backend, L.FAMILY_MEMORY_GIB), str(memory))
+            _add_attributes(desc, labels)
     return RayNodeSpec(resources=resources, labels=labels)
 
 
@@ -159,6 +172,13 @@ def _add_resources(desc: NodeDescription, resources: dict[str, float]) -> None:
         resources.update(_tpu_resources(desc))
 
 
+def _memory_gib(desc: NodeDescription) -> int | None:
+    """Memory per device in whole GiB: the SKU's figure, else the first device's reported memory,
+    both by the SKU database's one rule (``skus.memory_gib_from_bytes``: GiB, rounded up)."""
+    memory = desc.sku.memory_bytes or next((d.memory_bytes for d in desc.devices if d.memory_bytes), None)
+    return memory_gib_from_bytes(memory)
+
+
 def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
     sku = desc.sku
     if sku.ray_accelerator_type:
@@ -167,22 +187,17 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
     _add(labels, L.SKU, sku.name)
     _add(labels, L.GENERATION, sku.generation)
     _add(labels, L.COUNT, str(len(desc.devices)))
-    memory = sku.memory_bytes or next((d.memory_bytes for d in desc.devices if d.memory_bytes), None)
+    memory = _memory_gib(desc)
     if memory:
-        _add(labels, L.MEMORY_GIB, str(round(memory / _GIB)))
+        _add(labels, L.MEMORY_GIB, str(memory))
     _add(labels, L.INTERCONNECT, desc.interconnect)
 
     fabric = desc.fabric
     if fabric is not None:
         _add(labels, L.FABRIC_DOMAIN, fabric.id)
         _add(labels, L.FABRIC_HOSTS, str(fabric.hosts))
-        _add(labels, L.FABRIC_WORKER, str(fabric.worker))
+        _add(labels, L.FABRIC_WORKER, fabric.worker)  # omitted when the hardware does not say
         _add(labels, L.FABRIC_TOPOLOGY, fabric.topology)
-        if fabric.kind == "nvlink-domain" and desc.resource_name == "GPU":
-            _add(labels, L.GPU_DOMAIN, fabric.id)
-    if desc.resource_name == "TPU":
-        for key, value in _tpu_labels(desc).items():
-            _add(labels, key, value)
 
     loc = desc.location
     _add(labels, L.CLUSTER, loc.cluster)
@@ -200,6 +215,10 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
         )
         _add(labels, L.GPUDIRECT, "true" if direct else "false")
 
+    _add_attributes(desc, labels)
+
+
+def _add_attributes(desc: NodeDescription, labels: dict[str, str]) -> None:
     for key, value in desc.attributes.items():
         # Backend attributes never write Ray's or the schema's keys (the registry refuses those
         # prefixes; this holds for descriptions that did not come through it too).
@@ -207,37 +226,58 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
             _add(labels, key, value)
 
 
+def _ray_family_labels(desc: NodeDescription) -> dict[str, str]:
+    """The ``ray.io/`` keys Ray defines for this family: the TPU slice keys, the GPU NVLink domain."""
+    out: dict[str, str] = {}
+    fabric = desc.fabric
+    if fabric is not None and fabric.kind == "nvlink-domain" and desc.resource_name == "GPU":
+        out[L.GPU_DOMAIN] = fabric.id
+    if desc.resource_name == "TPU":
+        out.update(_tpu_labels(desc))
+    return out
+
+
 # -- TPU: Ray 2.60's TPUAcceleratorManager names (reference/ray-2.60.md section 5) ---------------
+
+
+def ray_tpu_identity(desc: NodeDescription) -> dict[str, str]:
+    """What Ray 2.60's TPU manager knows of this node's slice, field by field: ``name``,
+    ``worker``, ``topology`` and ``pod_type`` (each only when known). From the slice when the
+    node has one, else from the backend's partial-identity attributes (a worker id or a slice name
+    alone, as Ray labels them too)."""
+    fabric = desc.fabric
+    out: dict[str, str] = {}
+    if fabric is not None and fabric.kind == "tpu-slice":
+        out = {"name": fabric.id, "worker": str(fabric.worker)}
+        if fabric.topology:
+            out["topology"] = fabric.topology.strip().lower()
+        pod_type = ray_tpu_pod_type(fabric.product)
+    else:
+        attrs = desc.attributes
+        for field_name, key in (("name", TPU_ATTR_SLICE_NAME), ("worker", TPU_ATTR_WORKER_ID), ("topology", TPU_ATTR_TOPOLOGY)):
+            if attrs.get(key):
+                out[field_name] = attrs[key]
+        pod_type = ray_tpu_pod_type(attrs.get(TPU_ATTR_ACCELERATOR_TYPE))
+    if pod_type:
+        out["pod_type"] = pod_type
+    return out
 
 
 def _tpu_labels(desc: NodeDescription) -> dict[str, str]:
     """``ray.io/tpu-*`` labels, as ``TPUAcceleratorManager.get_current_node_accelerator_labels``."""
-    fabric = desc.fabric
-    if fabric is None or fabric.kind != "tpu-slice":
-        return {}
-    out = {
-        L.TPU_SLICE_NAME: fabric.id,
-        L.TPU_WORKER_ID: str(fabric.worker),
-    }
-    if fabric.topology:
-        out[L.TPU_TOPOLOGY] = fabric.topology.strip().lower()
-    pod_type = ray_tpu_pod_type(fabric.product)
-    if pod_type:
-        out[L.TPU_POD_TYPE] = pod_type
-    return out
+    ident = ray_tpu_identity(desc)
+    keys = {"name": L.TPU_SLICE_NAME, "worker": L.TPU_WORKER_ID, "topology": L.TPU_TOPOLOGY, "pod_type": L.TPU_POD_TYPE}
+    return {keys[k]: v for k, v in ident.items()}
 
 
 def _tpu_resources(desc: NodeDescription) -> dict[str, float]:
     """``<slice-name>`` on every host and ``TPU-<pod-type>-head`` on worker 0, as
     ``TPUAcceleratorManager.get_current_node_additional_resources`` (which needs all three of
     slice name, worker id and pod type)."""
-    fabric = desc.fabric
-    if fabric is None or fabric.kind != "tpu-slice" or not fabric.id:
+    ident = ray_tpu_identity(desc)
+    if not all(ident.get(k) for k in ("name", "worker", "pod_type")):
         return {}
-    pod_type = ray_tpu_pod_type(fabric.product)
-    if not pod_type:
-        return {}
-    out = {} if _reserved_resource(fabric.id) or not is_valid_value(fabric.id) else {fabric.id: 1.0}
-    if fabric.worker == 0:
-        out[f"TPU-{pod_type}-head"] = 1.0
+    out = {} if _reserved_resource(ident["name"]) or not is_valid_value(ident["name"]) else {ident["name"]: 1.0}
+    if ident["worker"] == "0":
+        out[f"TPU-{ident['pod_type']}-head"] = 1.0
     return out

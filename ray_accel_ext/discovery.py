@@ -14,7 +14,7 @@ first entry-point read to the last answer; nothing it starts can make the caller
 A backend still at a stage when the budget is spent is abandoned (a worker killed) and reported
 as a ``budget`` problem naming the stage; whatever a backend raises, ``BaseException`` included,
 is reported like an exception. Errors of one backend never hide another's devices. Answers are
-checked (prefix, consistency, text that no node should publish: :mod:`ray_accel_ext.values`) and
+checked (prefix, consistency, text that no node should publish: :mod:`ray_accel_ext.bounds`) and
 every message is redacted (:mod:`ray_accel_ext.redact`).
 """
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backend import AcceleratorBackend
+from .bounds import description_problems
 from .errors import BackendLoadError, DescriptionError, HostReadError
 from .host import FsHost, Host, host_from_env
 from .hw.pci import BDF_RE, PCI_DEVICES
@@ -38,7 +39,6 @@ from .labels import key_prefix
 from .model import NodeDescription, NodeInventory, Problem
 from .redact import redact
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message, scan_backends
-from .values import description_problems
 
 __all__ = ["discover", "discover_node", "Discovery"]
 
@@ -211,8 +211,11 @@ def discover_node(host: Host | None = None, *, backends: Sequence[AcceleratorBac
             # 8x H100 snapshot); a slow or hung backend delays the others by at most _STAGGER_S.
             task.thread.join(min(_STAGGER_S, host.deadline.remaining()))
     host_found: list[Problem] = []
-    checker = threading.Thread(target=lambda: host_found.extend(_host_problems(host)), name="ray-accel-host-checks",
-                               daemon=True)
+    def check_host() -> None:
+        host_found.extend(_host_problems(host))
+        host_found.extend(_sku_file_problems())  # may read extra SKU files: on this thread too
+
+    checker = threading.Thread(target=check_host, name="ray-accel-host-checks", daemon=True)
     checker.start()
 
     # One end for all the joins (a join per task with its own grace would add up).
@@ -348,3 +351,11 @@ def _access_problems(host: Host, already: list[Problem]) -> list[Problem]:
         if f"{path}: " not in said:
             out.append(Problem(backend="host", stage="detect", error="HostReadError", message=f"{path}: {what}"))
     return out
+
+
+def _sku_file_problems() -> list[Problem]:
+    """Extra SKU files that were skipped (bad JSON, a schema error): the node starts on the
+    built-in data and says which file and field (``ray_accel_ext/skus/SCHEMA.md``)."""
+    from . import skus
+
+    return [Problem(backend="skus", stage="load", error="SkuFileError", message=line) for line in skus.load_problems()]

@@ -35,6 +35,7 @@ __all__ = [
     "MetadataRateLimited",
     "MetadataServerError",
     "ClusterUnreachable",
+    "MetadataDisabled",
     "SchedulingError",
     "NoDomainAvailable",
     "WouldSplitDomain",
@@ -158,6 +159,11 @@ class MetadataRateLimited(ProviderRateLimited):
 
 class MetadataServerError(ProviderServerError):
     """HTTP 5xx, a refused token, a reset connection, or a malformed metadata answer."""
+
+
+class MetadataDisabled(ProviderError):
+    """The environment switched the metadata server off (``AWS_EC2_METADATA_DISABLED=true``):
+    nothing was sent."""
 
 
 # -- scheduling ---------------------------------------------------------------------------------

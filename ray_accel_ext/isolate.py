@@ -40,9 +40,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .bounds import bounded_json
 from .errors import BackendLoadError
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message
-from .values import bounded_json
 
 __all__ = ["ISOLATION_ENV", "ISOLATION_MODES", "isolation_mode", "can_fork", "Worker"]
 
@@ -86,6 +86,9 @@ def _child(spec: BackendSpec, host: Any, fd: int) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for std in (0, 1, 2):
             os.dup2(null, std)
+        import faulthandler
+
+        faulthandler.disable()  # it writes to a copy of the parent's stderr, not to fd 2
         try:
             os.nice(10)  # a worker that spins never starves the node start it runs for
         except OSError:

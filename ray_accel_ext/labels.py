@@ -1,6 +1,6 @@
 """Label schema version 1: every key the project publishes or reads, the placement levels, Ray's
 TPU pod-type rule, label key and value syntax as Ray's selectors accept them, and sanitising of
-outside text. A new label key is added here and nowhere else (``docs/architecture.md``).
+outside text. A new label key is added here and nowhere else, and documented in ``docs/labels.md``.
 
 Ray stores label values it cannot select on (``ray.init(labels=...)`` does not validate), so we
 check everything we emit against the selector rules (``ray/_private/label_utils.py``): a value is
@@ -24,6 +24,7 @@ __all__ = [
     "LEVELS",
     "project_key",
     "family_key",
+    "FAMILY_FIELDS",
     "ray_tpu_pod_type",
     "normalize_tpu_type",
     "is_valid_value",
@@ -43,8 +44,14 @@ def project_key(name: str) -> str:
 
 
 def family_key(backend: str, name: str) -> str:
-    """A secondary family's key, ``rayaccel.io/<backend>-<name>`` (``nvidia-gpu-sku``)."""
+    """A secondary family's key, ``rayaccel.io/<backend>-<name>`` (``nvidia-gpu-sku``); ``name`` is
+    one of :data:`FAMILY_FIELDS`."""
     return project_key(f"{backend.replace('_', '-')}-{name}")
+
+
+# What every family other than the primary one gets under family_key(backend, <field>): its SKU,
+# device count and memory per device (the primary family's are SKU, COUNT, MEMORY_GIB).
+FAMILY_SKU, FAMILY_COUNT, FAMILY_MEMORY_GIB = FAMILY_FIELDS = ("sku", "count", "memory-gib")
 
 
 # -- keys Ray defines (reference/ray-2.60.md sections 4 and 5) -------------------------------------
@@ -159,3 +166,14 @@ def sanitize_value(text: object) -> str:
     value = value[start:end]
     # isalnum() accepts non-ASCII digits/letters that the regex rejects; _BAD_CHARS removed them.
     return value if _VALUE_RE.fullmatch(value) else ""
+
+
+# -- TPU backend attributes the adapter reads (vendor prefix ``tpu.rayaccel.io``) -----------------
+# A host whose slice is only partly known (a worker id, a slice name or a topology without the rest)
+# has no fabric domain; these carry the parts Ray 2.60's own TPU manager would publish as its
+# ``ray.io/tpu-*`` labels, so ours are the same field by field.
+TPU_ATTR_PREFIX = "tpu.rayaccel.io"
+TPU_ATTR_ACCELERATOR_TYPE = f"{TPU_ATTR_PREFIX}/accelerator-type"
+TPU_ATTR_SLICE_NAME = f"{TPU_ATTR_PREFIX}/slice-name"
+TPU_ATTR_WORKER_ID = f"{TPU_ATTR_PREFIX}/worker-id"
+TPU_ATTR_TOPOLOGY = f"{TPU_ATTR_PREFIX}/topology"

@@ -18,15 +18,12 @@ Shape of a node (``NodeDescription``, one per accelerator family found)::
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Union
+from typing import Any
 
 from .errors import DescriptionError
+from .values import _frozen_mapping, _Value, _without_defaults
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -47,23 +44,6 @@ SCHEMA_VERSION = 1
 
 # NCCL/nvidia-smi PCIe path classes, nearest first (NVIDIA/nccl src/include/graph.h).
 PATH_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
-
-
-def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return MappingProxyType(dict(value or {}))
-
-
-class _Value:
-    """Mixin: dict round trip with path-qualified validation errors."""
-
-    __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: _dump(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = ""):
-        return _load(cls, data, path)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,8 +99,10 @@ class Device(_Value):
             device hangs off a root port directly.
         memory_bytes: device memory when known per device.
         cores: compute cores per device (NeuronCores, TensorCores) when meaningful.
-        coords: position in the fabric shape (TPU chip coordinates), when known.
+        coords: position in the fabric shape (TPU chip coordinates in the slice), when known.
         nics: nearest RDMA NICs, best path class first.
+        host_coords: position within this host's own block of the fabric (TPU chip coordinates
+            in the host), when known; left out of ``to_dict()`` when unknown.
     """
 
     index: int
@@ -133,14 +115,23 @@ class Device(_Value):
     cores: int | None = None
     coords: tuple[int, ...] | None = None
     nics: tuple[NicPath, ...] = ()
+    host_coords: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _without_defaults(self, ("host_coords",))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link(_Value):
-    """A fabric link between two devices of this node (device indices ``a`` < ``b``).
+    """A fabric link between two devices of this node (device indices ``a`` < ``b``), or, with
+    ``peer_worker`` set, from device ``a`` of this node to device ``b`` of the host that is
+    worker ``peer_worker`` of this node's fabric domain (a TPU chip's ICI neighbour on another
+    host of the slice).
 
     ``kind`` is the interconnect (``nvlink4``, ``ici``, ``neuronlink-v3``, ``xgmi``); ``lanes`` the
-    number of bonded links (``NV18`` has 18).
+    number of bonded links (``NV18`` has 18); ``wrap`` marks a torus wrap-around link (from the
+    last chip of an axis back to the first). ``peer_worker`` and ``wrap`` are left out of
+    ``to_dict()`` when unset.
     """
 
     a: int
@@ -148,6 +139,11 @@ class Link(_Value):
     kind: str
     lanes: int = 1
     bandwidth_gbps: float | None = None
+    peer_worker: int | None = None
+    wrap: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return _without_defaults(self, ("peer_worker", "wrap"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,8 +170,11 @@ class Fabric(_Value):
         kind: ``tpu-slice``, ``nvlink-domain``, ``ultraserver``, ``xgmi-hive`` or ``host`` (a host
             that is its own domain).
         id: the domain's identity (slice name, ``<clusterUuid>.<cliqueId>``, server id, host id).
-        hosts: number of hosts in the domain.
-        worker: this host's index within the domain (0 .. hosts-1).
+        hosts: number of hosts in the domain (on an NVLink domain the most it can have: NVML does
+            not tell the partition size).
+        worker: this host's index within the domain (0 .. hosts-1); None when the hardware does not
+            say (an NVLink tray whose driver has no platform information); cluster-side ranks
+            (``ray_accel_ext.placement.ranks``) order such hosts.
         topology: the domain's shape (``4x4``, ``2x2x2``), when it has one.
         product: the provider's name for the domain product (TPU pod type ``v6e-16``,
             ``trn2u.48xlarge``), when known.
@@ -185,7 +184,7 @@ class Fabric(_Value):
     kind: str
     id: str
     hosts: int = 1
-    worker: int = 0
+    worker: int | None = 0
     topology: str | None = None
     product: str | None = None
     hostnames: tuple[str, ...] = ()
@@ -257,12 +256,21 @@ class NodeDescription(_Value):
         if dupes:
             errors.append(f"devices[*].id: duplicate ids {dupes}")
         for i, link in enumerate(self.links):
-            for end in ("a", "b"):
+            local = ("a", "b") if link.peer_worker is None else ("a",)
+            for end in local:
                 v = getattr(link, end)
                 if not 0 <= v < n:
                     errors.append(f"links[{i}].{end}: references device {v} but the node has devices 0..{n - 1}")
-            if link.a == link.b:
+            if link.peer_worker is None and link.a == link.b:
                 errors.append(f"links[{i}]: a link from device {link.a} to itself")
+            if link.peer_worker is not None:
+                if link.b < 0:
+                    errors.append(f"links[{i}].b: negative device index {link.b} on worker {link.peer_worker}")
+                if self.fabric is None or not 0 <= link.peer_worker < self.fabric.hosts:
+                    hosts = self.fabric.hosts if self.fabric is not None else 0
+                    errors.append(f"links[{i}].peer_worker: {link.peer_worker} is not a worker of this node's fabric (0..{hosts - 1})")
+                elif link.peer_worker == self.fabric.worker:
+                    errors.append(f"links[{i}].peer_worker: {link.peer_worker} is this node itself")
         nic_names = {nic.name for nic in self.nics}
         if len(nic_names) != len(self.nics):
             errors.append("nics[*].name: duplicate NIC names")
@@ -273,7 +281,7 @@ class NodeDescription(_Value):
         if self.fabric is not None:
             if self.fabric.hosts < 1:
                 errors.append(f"fabric.hosts: expected >= 1, got {self.fabric.hosts}")
-            elif not 0 <= self.fabric.worker < self.fabric.hosts:
+            elif self.fabric.worker is not None and not 0 <= self.fabric.worker < self.fabric.hosts:
                 errors.append(f"fabric.worker: {self.fabric.worker} is outside 0..{self.fabric.hosts - 1}")
         if self.resource_quantity < 0:
             errors.append(f"resource_quantity: negative ({self.resource_quantity})")
@@ -316,95 +324,3 @@ class NodeInventory(_Value):
         for d in self.descriptions:
             out.extend(f"{d.backend}: {msg}" for msg in d.problems)
         return out
-
-
-# -- generic (de)serialisation ------------------------------------------------------------------
-
-
-def _dump(value: Any) -> Any:
-    if isinstance(value, _Value):
-        return value.to_dict()
-    if isinstance(value, tuple):
-        return [_dump(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _dump(v) for k, v in value.items()}
-    return value
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _typename(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _load(tp: Any, data: Any, path: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if data is None and type(None) in args:
-            return None
-        last: DescriptionError | None = None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _load(arg, data, path)
-            except DescriptionError as exc:
-                last = exc
-        raise last or DescriptionError(f"unexpected {_typename(data)}", path)
-    if isinstance(tp, type) and issubclass(tp, _Value):
-        if not isinstance(data, Mapping):
-            raise DescriptionError(f"expected object, got {_typename(data)}", path)
-        hints = _hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise DescriptionError(f"unknown field(s) {unknown}", path)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            sub = f"{path}.{f.name}" if path else f.name
-            if f.name not in data:
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                    raise DescriptionError("required field missing", sub)
-                continue
-            kwargs[f.name] = _load(hints[f.name], data[f.name], sub)
-        try:
-            return tp(**kwargs)
-        except DescriptionError as exc:
-            if path and not exc.path.startswith(path):
-                raise DescriptionError(exc.message.split(": ", 1)[-1], f"{path}.{exc.path}" if exc.path else path) from None
-            raise
-    if origin is tuple:
-        if not isinstance(data, (list, tuple)):
-            raise DescriptionError(f"expected list, got {_typename(data)}", path)
-        (item, _ellipsis) = typing.get_args(tp)
-        return tuple(_load(item, v, f"{path}[{i}]") for i, v in enumerate(data))
-    if origin in (Mapping, dict, typing.Mapping) or tp is Mapping:
-        if not isinstance(data, Mapping):
-            raise DescriptionError(f"expected object, got {_typename(data)}", path)
-        _k, vt = typing.get_args(tp)
-        return {str(k): _load(vt, v, f"{path}[{k!r}]") for k, v in data.items()}
-    if tp is bool:
-        if not isinstance(data, bool):
-            raise DescriptionError(f"expected bool, got {_typename(data)}", path)
-        return data
-    if tp is int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            raise DescriptionError(f"expected int, got {_typename(data)}", path)
-        return data
-    if tp is float:
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            raise DescriptionError(f"expected number, got {_typename(data)}", path)
-        return float(data)
-    if tp is str:
-        if not isinstance(data, str):
-            raise DescriptionError(f"expected str, got {_typename(data)}", path)
-        return data
-    raise DescriptionError(f"unsupported type {tp!r}", path)  # pragma: no cover - programming error

@@ -6,13 +6,18 @@
 * ``ray.init()`` local clusters: :func:`init`, a wrapper that merges the same values into the
   ``resources=``/``labels=``/``num_gpus=`` arguments.
 
-Both merge with what the user passed, the user's keys winning. Neither ever makes the node fail:
+Both merge with what the user passed, the user's keys winning, and keep the accelerator families
+Ray detects itself and no backend describes (:mod:`.ray_native`). Neither ever makes the node fail:
 any error ends in a node labelled ``rayaccel.io/discovery=degraded`` and a log line with the cause.
 
-Neither can hang it either: :func:`node_spec` runs discovery on a daemon thread and waits for it
-at most the discovery budget plus :data:`HOOK_GRACE_S`; discovery itself returns at the budget
-(``ray_accel_ext.discovery``), so the grace is only ever used by something unforeseen, which then
-ends in a degraded node instead of a stuck ``ray start``.
+Both also hand their findings on through this process's environment (:mod:`.handoff`): Ray's own
+TPU manager, which runs next in the same process, gets the slice it would otherwise ask the
+metadata server for, and every worker process the node starts gets the node's description.
+
+Neither can hang the node start either: discovery runs on a daemon thread that is waited for at
+most the discovery budget plus :data:`HOOK_GRACE_S`; discovery itself returns at the budget
+(:mod:`ray_accel_ext.discovery`), so the grace is only ever used by something unforeseen, which
+then ends in a degraded node instead of a stuck ``ray start``.
 """
 
 from __future__ import annotations
@@ -26,17 +31,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from .adapter import RayNodeSpec, degraded_spec, to_ray_node
-from .compat import is_tested_ray, ray_version, tested_range_text
+from .bounds import setting
+from .compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, ray_version, tested_range_text
 from .discovery import discover_node
+from .handoff import inventory_env, ray_tpu_manager_env
 from .host import host_from_env, open_host
 from .host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
+from .hw.cloud import hostname
 from .labels import DISCOVERY
+from .model import NodeInventory
+from .ray_native import TIME_LIMIT_S as RAY_NATIVE_LIMIT_S
+from .ray_native import ray_detected
 from .redact import redact
 from .telemetry import discovery_event, emit
-from .values import setting
 from .visibility import cap_to_visible
 
-__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs", "HOOK_GRACE_S"]
+__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs", "hand_off", "HOOK_GRACE_S"]
 
 log = logging.getLogger("ray_accel_ext")
 
@@ -66,6 +76,12 @@ def node_spec(
     ``os.environ``). Never raises: on an unexpected error the spec is ``degraded_spec()`` and the
     cause is logged.
     """
+    return _node(root, budget_s, environ)[1]
+
+
+def _node(root, budget_s, environ) -> tuple[NodeInventory | None, RayNodeSpec, str | None]:
+    """(inventory, spec, host name); inventory None when discovery failed outright or did not
+    finish within the budget plus :data:`HOOK_GRACE_S` (it runs on a daemon thread)."""
     _ensure_log_handler()
     environ = os.environ if environ is None else environ
     if budget_s is None:
@@ -74,7 +90,7 @@ def node_spec(
 
     def run() -> None:
         try:
-            box.append(_discover_spec(root, budget_s, environ))
+            box.append(_discover(root, budget_s, environ))
         except BaseException as exc:  # noqa: BLE001 - the node must start whatever happened here
             box.append(exc)
 
@@ -84,11 +100,11 @@ def node_spec(
     if not box:
         log.error("ray_accel_ext discovery did not finish within its %gs budget (+%gs); starting the node degraded",
                   budget_s, HOOK_GRACE_S)
-        return degraded_spec()
+        return None, degraded_spec(), None
     if isinstance(box[0], BaseException):
         log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s",
                   type(box[0]).__name__, redact(_text(box[0])))
-        return degraded_spec()
+        return None, degraded_spec(), None
     return box[0]
 
 
@@ -99,7 +115,7 @@ def _text(exc: BaseException) -> str:
         return "<unprintable>"
 
 
-def _discover_spec(root: Any, budget_s: float, environ: Mapping[str, str]) -> RayNodeSpec:
+def _discover(root: Any, budget_s: float, environ: Mapping[str, str]) -> tuple[NodeInventory, RayNodeSpec, str | None]:
     if root is not None:
         host = open_host(root, environ=environ, budget_s=budget_s)
     else:
@@ -108,15 +124,39 @@ def _discover_spec(root: Any, budget_s: float, environ: Mapping[str, str]) -> Ra
     inventory = found.inventory
     spec = cap_to_visible(to_ray_node(inventory), inventory, environ, classes=found.backends)
     discovery_event(inventory, spec)
-    return spec
+    return inventory, spec, hostname(host)
 
 
-def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
-    """Merge ``spec`` into a ``RayParams`` (user-given keys win)."""
+def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) -> dict[str, str]:
+    """Write into ``environ`` (default ``os.environ``) what this process's node start and its
+    workers read instead of asking again (:mod:`.handoff`); returns what was written."""
+    environ = os.environ if environ is None else environ
+    if inventory is None:
+        return {}
+    out = {**ray_tpu_manager_env(inventory, environ, name), **inventory_env(inventory)}
+    # A NUL (a hostile slice name) cannot be in a process environment: such a value is not handed on.
+    out = {k: v for k, v in out.items() if "\x00" not in k and "\x00" not in v}
+    environ.update(out)
+    return out
+
+
+def _gpus(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def merge_into_params(ray_params: Any, spec: RayNodeSpec, *, time_limit_s: float = RAY_NATIVE_LIMIT_S) -> None:
+    """Merge ``spec`` into a ``RayParams`` (user-given keys win), keeping the accelerator families
+    Ray detects itself next to ours (:func:`ray_accel_ext.ray_native.ray_detected`, given at most
+    ``time_limit_s``)."""
     if spec.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
-        ray_params.num_gpus = int(spec.num_gpus) if float(spec.num_gpus).is_integer() else spec.num_gpus
+        ray_params.num_gpus = _gpus(spec.num_gpus)
     resources = dict(spec.custom_resources())
     resources.update(getattr(ray_params, "resources", None) or {})
+    own = ray_detected(resources, getattr(ray_params, "num_gpus", None), time_limit_s=time_limit_s)
+    for key, value in own.resources.items():
+        resources.setdefault(key, value)
+    if own.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
+        ray_params.num_gpus = _gpus(own.num_gpus)
     ray_params.resources = resources
     labels = dict(spec.labels)
     labels.update(getattr(ray_params, "labels", None) or {})
@@ -124,11 +164,17 @@ def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
 
 
 def start_hook(ray_params: Any, head: bool) -> None:
-    """The ``RAY_START_HOOK`` entry point. Never raises, returns within the budget plus
-    :data:`HOOK_GRACE_S`."""
+    """The ``RAY_START_HOOK`` entry point. Never raises; returns within the discovery budget plus
+    one second (discovery's bound, then Ray's own families in what is left of that second)."""
     started = time.monotonic()
     try:
-        if not is_tested_ray():
+        if not is_supported_ray():
+            _ensure_log_handler()
+            log.warning(
+                "ray_accel_ext supports Ray %d.%d and newer; this is Ray %s, whose RayParams may lack "
+                "resources/labels. The start hook continues.", *MIN_RAY_VERSION, ray_version(),
+            )
+        elif not is_tested_ray():
             _ensure_log_handler()
             log.warning(
                 "ray_accel_ext is tested with Ray %s; this is Ray %s. The start hook uses only public "
@@ -136,8 +182,14 @@ def start_hook(ray_params: Any, head: bool) -> None:
                 tested_range_text(),
                 ray_version(),
             )
-        spec = node_spec()
-        merge_into_params(ray_params, spec)
+        budget = setting(os.environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
+        inventory, spec, name = _node(None, budget, None)
+        left = budget + 0.95 - (time.monotonic() - started)
+        merge_into_params(ray_params, spec, time_limit_s=min(RAY_NATIVE_LIMIT_S, max(0.05, left)))
+        handed = hand_off(inventory, name)
+        tpu_env = {k: v for k, v in handed.items() if k.startswith("TPU_")}
+        if tpu_env:
+            log.info("ray_accel_ext: Ray's TPU manager reads %s (no metadata request of its own)", tpu_env)
         elapsed = time.monotonic() - started
         log.info(
             "ray_accel_ext: %s node gets resources %s and %d labels (discovery=%s) in %.2fs",
@@ -158,6 +210,10 @@ def merge_into_init_kwargs(kwargs: dict[str, Any], spec: RayNodeSpec) -> dict[st
     if spec.num_gpus is not None and out.get("num_gpus") is None:
         out["num_gpus"] = spec.num_gpus
     out["resources"] = {**spec.custom_resources(), **(out.get("resources") or {})}
+    own = ray_detected(out["resources"], out.get("num_gpus"))
+    out["resources"] = {**own.resources, **out["resources"]}
+    if own.num_gpus is not None and out.get("num_gpus") is None:
+        out["num_gpus"] = own.num_gpus
     out["labels"] = {**spec.labels, **(out.get("labels") or {})}
     return out
 
@@ -175,4 +231,6 @@ def init(*args: Any, root: str | os.PathLike[str] | None = None, **kwargs: Any):
     if address not in (None, "local"):
         log.info("ray_accel_ext.init: connecting to %s; node labels come from that node's start hook", address)
         return ray.init(*args, **kwargs)
-    return ray.init(*args, **merge_into_init_kwargs(kwargs, node_spec(root)))
+    inventory, spec, name = _node(root, None, None)
+    hand_off(inventory, name)
+    return ray.init(*args, **merge_into_init_kwargs(kwargs, spec))

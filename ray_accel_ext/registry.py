@@ -83,16 +83,8 @@ KNOWN_FAMILIES: Mapping[str, FamilyInfo] = {
     "nvidia_gpu": FamilyInfo("nvidia_gpu", "NVIDIA GPU", "ray-accel-ext[nvidia]"),
     "tpu": FamilyInfo("tpu", "Google TPU", "ray-accel-ext[gcp]"),
     "neuron": FamilyInfo("neuron", "AWS Neuron", "ray-accel-ext[aws]"),
-    "amd_gpu": FamilyInfo(
-        "amd_gpu",
-        "AMD Instinct GPU",
-        "ray-accel-ext-amd",
-        # AMD display (0x0380) / processing-accelerator (0x1200) / 3D (0x0302) functions, as
-        # ROCm's KFD exposes Instinct parts (pci.ids vendor 1002).
-        pci_ids=(PciId("0x1002", classes=("0x0380", "0x1200", "0x0302")),),
-        driver_paths=("/dev/kfd",),
-        driver_hint="AMD Instinct GPUs are on the PCI bus but /dev/kfd does not exist: load the amdgpu driver (ROCm)",
-    ),
+    "amd_gpu": FamilyInfo("amd_gpu", "AMD Instinct GPU", "ray-accel-ext[amd]"),
+    "gaudi": FamilyInfo("gaudi", "Intel Gaudi", "ray-accel-ext"),
 }
 
 
@@ -358,11 +350,11 @@ def load_backends(
     return backends
 
 
-def backend_classes(env: Mapping[str, str] | None = None) -> dict[str, type[AcceleratorBackend]]:
-    """The class of every enabled, loadable backend by name; one that fails to import is left out
-    (``load_backends`` is what reports it)."""
+def backend_classes(env: Mapping[str, str] | None = None, *, include_disabled: bool = False) -> dict[str, type[AcceleratorBackend]]:
+    """The class of every enabled (or, with ``include_disabled``, installed), loadable backend by
+    name; one that fails to import is left out (``load_backends`` is what reports it)."""
     out: dict[str, type[AcceleratorBackend]] = {}
-    specs, _ = scan_backends(env)
+    specs, _ = scan_backends({} if include_disabled else env)
     for spec in specs:
         try:
             out[spec.name] = import_backend_class(spec)
@@ -372,10 +364,11 @@ def backend_classes(env: Mapping[str, str] | None = None) -> dict[str, type[Acce
 
 
 def families(env: Mapping[str, str] | None = None) -> list[FamilyInfo]:
-    """Every family this node could have: installed backends (from their declarations) and the
+    """Every family this node could have: installed backends (from their declarations, switched off
+    by ``RAY_ACCEL_DISABLE`` or not: their devices are still theirs) and the
     :data:`KNOWN_FAMILIES` whose backend is not installed, sorted by backend name."""
     out: dict[str, FamilyInfo] = {}
-    for name, cls in backend_classes(env).items():
+    for name, cls in backend_classes(env, include_disabled=True).items():
         known = KNOWN_FAMILIES.get(name)
         out[name] = FamilyInfo(
             backend=name,

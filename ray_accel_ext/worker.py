@@ -9,24 +9,28 @@ Inside a Ray task or actor that holds accelerators::
 
 The devices are matched through the ids Ray assigned (``ray.get_runtime_context()
 .get_accelerator_ids()``), which are the node's device indices for ``GPU``/``TPU`` and core ids for
-``neuron_cores``. The node is described by running discovery once per process against the same host
-the node was started with (``RAY_ACCEL_ROOT`` is inherited from the raylet).
+``neuron_cores``. The node's description is the one its start hook published
+(``RAY_ACCEL_NODE_INVENTORY``, inherited from the raylet, :mod:`.handoff`); only without it (a
+node started without the hook) is the node described again, once per process, from its own files
+and never from a cloud metadata server (``RAY_ACCEL_METADATA=off``).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .discovery import discover
-from .errors import RuntimeTopologyError
+from .errors import DescriptionError, RuntimeTopologyError
+from .handoff import NODE_INVENTORY_ENV
 from .host import host_from_env
 from .model import Device, Fabric, Nic, NodeDescription, NodeInventory
 
-__all__ = ["WorkerTopology", "my_devices", "topology_for", "pin_to_local_cpus", "nccl_env"]
+__all__ = ["WorkerTopology", "my_devices", "topology_for", "pin_to_local_cpus", "nccl_env", "node_inventory"]
 
 
 @dataclass(frozen=True)
@@ -57,10 +61,23 @@ class WorkerTopology:
         }
 
 
+def node_inventory(environ: Mapping[str, str] | None = None) -> NodeInventory:
+    """This node's inventory as its start hook published it, else described from local files
+    only (no metadata request)."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(NODE_INVENTORY_ENV)
+    if text:
+        try:
+            return NodeInventory.from_dict(json.loads(text))
+        except (ValueError, DescriptionError):
+            pass  # not ours or damaged: describe the node below
+    return discover(host_from_env({**environ, "RAY_ACCEL_METADATA": "off"}))
+
+
 @functools.lru_cache(maxsize=1)
 def _node_inventory() -> NodeInventory:
-    # The node's hardware does not change under a running worker; describe it once per process.
-    return discover(host_from_env())
+    # The node's hardware does not change under a running worker: read it once per process.
+    return node_inventory()
 
 
 def nccl_env(nics: Sequence[Nic]) -> dict[str, str]:

@@ -1,41 +1,103 @@
-"""A bounded, bursty HTTP load generator for loopback only.
+"""An open-loop bursty HTTP load generator for loopback only.
 
-Sends ``bursts`` bursts of ``burst_size`` concurrent GET requests (``?id=<n>``) to
-``http://127.0.0.1:<port><path>``, pausing ``pause_s`` between bursts; stops by itself after the
-last burst or after ``max_seconds``, whichever comes first. Never retries: every request is
-reported once, with its HTTP status (or the error) and the JSON body.
+Bursts arrive as a Poisson process: the gap before each burst is drawn from an exponential
+distribution with mean ``mean_gap_s`` (seeded, so a run can be repeated), and a burst does not wait
+for the previous one to finish. A burst is ``burst_size`` concurrent ``GET <path>?id=<n>`` requests
+to ``http://127.0.0.1:<port>``, each on its own connection (asyncio streams, HTTP/1.1,
+``Connection: close``). It stops after ``bursts`` bursts, then keeps going while ``more_while``
+(called with the records so far) says so, never past ``max_seconds``. It never retries: every
+request is reported once with its burst, send time (``sent_s`` from the start, ``sent_at`` on
+``time.monotonic()``), latency, HTTP status (or error) and JSON body.
 
-    python examples/serve_slice/loadgen.py --port 8000 --bursts 6 --burst-size 12
+    python examples/serve_slice/loadgen.py --port 8000 --bursts 6 --burst-size 200 --mean-gap 2
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import random
+import statistics
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["run_load"]
+__all__ = ["run_load", "summarize", "percentile"]
 
 
-def _one(url: str, rid: int, timeout_s: float, out: list[dict[str, Any]], lock: threading.Lock) -> None:
-    t0 = time.monotonic()
-    record: dict[str, Any] = {"id": rid}
+async def _one(port: int, path: str, rid: int, burst: int, t0: float, timeout_s: float) -> dict[str, Any]:
+    sent = time.monotonic()
+    record: dict[str, Any] = {"id": rid, "burst": burst, "sent_s": sent - t0, "sent_at": sent}
     try:
-        with urllib.request.urlopen(f"{url}?id={rid}", timeout=timeout_s) as resp:
-            record.update(status=resp.status, body=json.loads(resp.read().decode()))
-    except urllib.error.HTTPError as exc:
-        record.update(status=exc.code, error=str(exc))
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout_s)
+        try:
+            writer.write(f"GET {path}?id={rid} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+            await writer.drain()
+            raw = await asyncio.wait_for(reader.read(), max(0.1, timeout_s - (time.monotonic() - sent)))
+        finally:
+            writer.close()
+        head, _, body = raw.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else None
+        record["status"] = status
+        if b"transfer-encoding: chunked" in head.lower():
+            body = _dechunk(body)
+        try:
+            record["body"] = json.loads(body.decode())
+        except ValueError:
+            record["error"] = f"unparsable body: {body[:200]!r}"
     except Exception as exc:  # noqa: BLE001 - reported, never retried
         record.update(status=None, error=f"{type(exc).__name__}: {exc}")
-    record["latency_s"] = time.monotonic() - t0
-    with lock:
-        out.append(record)
+    record["latency_s"] = time.monotonic() - sent
+    return record
+
+
+def _dechunk(data: bytes) -> bytes:
+    out, rest = b"", data
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out, rest = out + rest[:size], rest[size + 2:]
+    return out
+
+
+async def _run(port, path, bursts, burst_size, mean_gap_s, seed, max_seconds, timeout_s, on_burst, more_while):
+    rng = random.Random(seed)
+    t0 = time.monotonic()
+    stop_at = t0 + max_seconds
+    records: list[dict[str, Any]] = []
+    tasks: dict[asyncio.Task, tuple[int, int]] = {}
+    loop = asyncio.get_running_loop()
+    burst, rid = 0, 0
+
+    def done(task: asyncio.Task) -> None:
+        records.append(task.result())
+
+    while time.monotonic() < stop_at:
+        if burst >= bursts and (more_while is None or not await loop.run_in_executor(None, more_while, list(records))):
+            break
+        for _ in range(burst_size):
+            task = asyncio.ensure_future(_one(port, path, rid, burst, t0, timeout_s))
+            task.add_done_callback(done)
+            tasks[task] = (rid, burst)
+            rid += 1
+        if on_burst is not None:
+            await loop.run_in_executor(None, on_burst, burst)
+        burst += 1
+        gap = rng.expovariate(1.0 / mean_gap_s) if mean_gap_s > 0 else 0.0
+        await asyncio.sleep(min(gap, max(0.0, stop_at - time.monotonic())))
+    if tasks:
+        _, pending = await asyncio.wait(list(tasks), timeout=timeout_s + 5)
+        for task in pending:
+            task.remove_done_callback(done)
+            task.cancel()
+            rid_, burst_ = tasks[task]
+            records.append({"id": rid_, "burst": burst_, "status": None, "error": "no answer", "latency_s": timeout_s})
+    return sorted(records, key=lambda r: r["id"])
 
 
 def run_load(
@@ -43,36 +105,48 @@ def run_load(
     *,
     path: str = "/",
     bursts: int = 6,
-    burst_size: int = 12,
-    pause_s: float = 0.5,
-    max_seconds: float = 60.0,
-    timeout_s: float = 30.0,
+    burst_size: int = 200,
+    mean_gap_s: float = 2.0,
+    seed: int = 0,
+    max_seconds: float = 120.0,
+    timeout_s: float = 60.0,
+    on_burst: Callable[[int], None] | None = None,
+    more_while: Callable[[list[dict[str, Any]]], bool] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run the bursts against 127.0.0.1 and return one record per request sent."""
+    """Send the bursts to 127.0.0.1 and return one record per request sent, by id.
+
+    ``on_burst(i)`` runs (in a thread) right after burst ``i`` is sent, while it is in flight.
+    """
     if bursts < 1 or burst_size < 1:
         raise ValueError("bursts and burst_size must be >= 1")
-    url = f"http://127.0.0.1:{int(port)}{path}"
-    out: list[dict[str, Any]] = []
-    lock = threading.Lock()
-    stop_at = time.monotonic() + max_seconds
-    threads: list[threading.Thread] = []
-    rid = 0
-    for _ in range(bursts):
-        if time.monotonic() >= stop_at:
-            break
-        burst = []
-        for _ in range(burst_size):
-            t = threading.Thread(target=_one, args=(url, rid, min(timeout_s, max(0.1, stop_at - time.monotonic())), out, lock))
-            rid += 1
-            t.start()
-            burst.append(t)
-        threads += burst
-        for t in burst:
-            t.join(max(0.0, stop_at - time.monotonic()) + 1)
-        time.sleep(min(pause_s, max(0.0, stop_at - time.monotonic())))
-    for t in threads:
-        t.join(max(0.0, stop_at - time.monotonic()) + timeout_s)
-    return sorted(out, key=lambda r: r["id"])
+    if mean_gap_s < 0:
+        raise ValueError("mean_gap_s must be >= 0")
+    return asyncio.run(_run(int(port), path, bursts, burst_size, mean_gap_s, seed, max_seconds, timeout_s,
+                            on_burst, more_while))
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) by the inclusive method; None for no values."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[max(0, min(98, round(q) - 1))]
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Requests sent, answered (HTTP 200 with a JSON body), errors, routes and latency."""
+    ok = [r for r in records if r.get("status") == 200 and "body" in r]
+    latencies = sorted(r["latency_s"] * 1000 for r in ok)
+    return {
+        "sent": len(records),
+        "ok": len(ok),
+        "errors": len(records) - len(ok),
+        "bursts": len({r["burst"] for r in records}),
+        "routes": dict(Counter(r["body"].get("route", "?") for r in ok)),
+        "p50_ms": round(percentile(latencies, 50), 1) if latencies else None,
+        "p99_ms": round(percentile(latencies, 99), 1) if latencies else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,14 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--path", default="/")
     parser.add_argument("--bursts", type=int, default=6)
-    parser.add_argument("--burst-size", type=int, default=12)
-    parser.add_argument("--pause", type=float, default=0.5)
-    parser.add_argument("--max-seconds", type=float, default=60.0)
+    parser.add_argument("--burst-size", type=int, default=200)
+    parser.add_argument("--mean-gap", type=float, default=2.0, help="mean seconds between burst starts")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-seconds", type=float, default=120.0)
     args = parser.parse_args(argv)
     records = run_load(args.port, path=args.path, bursts=args.bursts, burst_size=args.burst_size,
-                       pause_s=args.pause, max_seconds=args.max_seconds)
-    routes = Counter(r.get("body", {}).get("route", "lost") for r in records)
-    print(json.dumps({"sent": len(records), "ok": sum(r.get("status") == 200 for r in records), "routes": routes}))
+                       mean_gap_s=args.mean_gap, seed=args.seed, max_seconds=args.max_seconds)
+    print(json.dumps(summarize(records)))
     return 0
 
 

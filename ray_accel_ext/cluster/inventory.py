@@ -15,12 +15,13 @@ Gathered through public Ray APIs only:
 
 Nodes are grouped by domain: the ``rayaccel.io/fabric-domain`` label (TPU slice, NVLink domain,
 UltraServer), else ``rayaccel.io/rack``, else the host. Labels decide the grouping so a node whose
-probe failed is still placed; the probe adds devices, links and NICs.
+probe failed is still placed; the probe adds devices, links and NICs. Within a domain nodes are in
+rank order, each with its ``host_index`` (:mod:`ray_accel_ext.placement.ranks`: hardware indices
+where the hosts publish them, else a stable cluster-side order).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -32,21 +33,18 @@ from ..labels import (
     FABRIC_DOMAIN,
     FABRIC_HOSTS,
     FABRIC_TOPOLOGY,
-    FABRIC_WORKER,
     RACK,
 )
 from ..model import NodeInventory
-from .nodes import NodeView, alive_nodes, node_views
+from ..placement.ranks import rank_domains
+from .nodes import NodeView, node_views
 
 __all__ = [
     "ClusterNode",
     "Domain",
     "PlacementGroupInfo",
     "ClusterInventory",
-    "InventoryCollector",
     "assemble",
-    "gather",
-    "probe_node",
     "ClusterUnreachable",
     "DOMAIN_LABEL",
     "RACK_LABEL",
@@ -56,17 +54,6 @@ DOMAIN_LABEL = FABRIC_DOMAIN
 RACK_LABEL = RACK
 DISCOVERY_LABEL = DISCOVERY
 _NIL_NODE = {"", "0" * 56, "f" * 56}
-
-
-def probe_node() -> dict[str, Any]:
-    """Run discovery on the node this runs on (inside a Ray task); a JSON-able dict."""
-    from ..discovery import discover
-    from ..host import host_from_env
-    from ..hw.cloud import hostname
-
-    host = host_from_env()
-    inventory = discover(host)
-    return {"inventory": inventory.to_dict(), "hostname": hostname(host), "root": os.environ.get("RAY_ACCEL_ROOT")}
 
 
 @dataclass
@@ -84,6 +71,8 @@ class ClusterNode:
     health: dict[str, Any] | None = None
     domain_level: str = "host"
     domain_id: str = ""
+    pcie: dict[str, Any] | None = None  # every device-NIC path class (cluster.topology.pcie_paths)
+    host_index: int | None = None
 
     @property
     def degraded(self) -> bool:
@@ -113,7 +102,8 @@ class ClusterNode:
             "inventory": self.inventory.to_dict() if self.inventory is not None else None,
             "probe_error": self.probe_error,
             "health": self.health,
-            "domain": {"level": self.domain_level, "id": self.domain_id},
+            "domain": {"level": self.domain_level, "id": self.domain_id, "host_index": self.host_index},
+            "pcie": self.pcie,
             "degraded": self.degraded,
             "reasons": self.reasons(),
         }
@@ -131,6 +121,7 @@ class Domain:
     topology: str | None = None
     product: str | None = None
     placement_groups: list[str] = field(default_factory=list)
+    rank_source: str | None = None
 
     @property
     def complete(self) -> bool | None:
@@ -148,6 +139,7 @@ class Domain:
             "topology": self.topology,
             "product": self.product,
             "placement_groups": list(self.placement_groups),
+            "rank_source": self.rank_source,
         }
 
 
@@ -243,7 +235,9 @@ def assemble(
         inventory = None
         error = None
         name = view.hostname
+        pcie = None
         if isinstance(probe, Mapping):
+            pcie = probe.get("pcie") if isinstance(probe.get("pcie"), Mapping) else None
             try:
                 inventory = NodeInventory.from_dict(probe["inventory"])
             except Exception as exc:  # noqa: BLE001 - a node from another version: keep its labels
@@ -262,10 +256,18 @@ def assemble(
             inventory=inventory,
             probe_error=error,
             health=dict(health[node_id]) if node_id in health else None,
+            pcie=dict(pcie) if pcie is not None else None,
         )
         node.domain_level, node.domain_id = _domain_of(labels, name)
         nodes.append(node)
-    nodes.sort(key=lambda n: (n.domain_level, n.domain_id, _worker(n), n.hostname, n.node_id))
+    ranks = {}
+    for level, key in (("fabric", DOMAIN_LABEL), ("rack", RACK_LABEL)):
+        members = [NodeView(n.node_id, n.labels, n.resources, n.address, n.hostname) for n in nodes if n.domain_level == level]
+        ranks[level] = rank_domains(members, key)
+    for node in nodes:
+        domain_ranks = ranks.get(node.domain_level, {}).get(node.domain_id)
+        node.host_index = domain_ranks.index_of(node.node_id) if domain_ranks else 0
+    nodes.sort(key=lambda n: (n.domain_level, n.domain_id, n.host_index or 0, n.hostname, n.node_id))
 
     domains: dict[tuple[str, str], Domain] = {}
     for node in nodes:
@@ -282,6 +284,7 @@ def assemble(
                 expected_hosts=int(hosts) if node.domain_level == "fabric" and hosts and hosts.isdigit() else None,
                 topology=node.labels.get(FABRIC_TOPOLOGY),
                 product=fabric.product if fabric is not None and node.domain_level == "fabric" else None,
+                rank_source=_rank_source(ranks, node),
             )
         dom.node_ids.append(node.node_id)
 
@@ -321,99 +324,9 @@ def assemble(
     return ClusterInventory(nodes=nodes, domains=ordered, placement_groups=pgs, gathered_at=time.time(), ray_version=ray_version)
 
 
-def _worker(node: ClusterNode) -> int:
-    text = node.labels.get(FABRIC_WORKER, "")
-    return int(text) if text.isdigit() else 0
+def _rank_source(ranks, node: ClusterNode) -> str | None:
+    domain_ranks = ranks.get(node.domain_level, {}).get(node.domain_id)
+    return domain_ranks.source if domain_ranks else None
 
 
 # -- gathering from a live cluster --------------------------------------------------------------
-
-
-def _ensure_ray(address: str | None):
-    import ray
-
-    if not ray.is_initialized():
-        target = address or os.environ.get("RAY_ADDRESS") or "auto"
-        try:
-            ray.init(address=target, logging_level="ERROR", log_to_driver=False, namespace="ray_accel_ext")
-        except ConnectionError as exc:
-            raise ClusterUnreachable(
-                f"no Ray cluster at {target}: {exc} (pass --address HOST:PORT, or set RAY_ADDRESS; a cluster "
-                "with token auth also needs RAY_AUTH_TOKEN)"
-            ) from None
-    return ray
-
-
-def _topology_strategies() -> dict[str, dict[str, str]]:
-    """``topology_strategy`` per placement group from the State API; empty when it is unreachable
-    (it needs the dashboard, which is optional)."""
-    try:
-        from ray.util.state import list_placement_groups
-
-        rows = list_placement_groups(detail=True, raise_on_missing_output=False, timeout=2)
-    except Exception:  # noqa: BLE001 - no dashboard: the field is optional
-        return {}
-    out = {}
-    for row in rows:
-        data = row if isinstance(row, Mapping) else getattr(row, "__dict__", {})
-        strategy = data.get("topology_strategy")
-        if strategy:
-            out[str(data.get("placement_group_id"))] = dict(strategy)
-    return out
-
-
-class InventoryCollector:
-    """Gathers the inventory again and again (the dashboard), probing each node only once.
-
-    Discovery describes hardware that does not change while a node runs (changes are the health
-    monitor's job), so a node's probe result is kept for as long as the node is alive.
-    """
-
-    def __init__(self, address: str | None = None, *, probe_timeout_s: float = 60.0, topology: bool = True) -> None:
-        self.address = address
-        self.probe_timeout_s = probe_timeout_s
-        self.topology = topology
-        self._probes: dict[str, dict[str, Any] | str] = {}
-
-    def gather(self) -> ClusterInventory:
-        """One inventory of the cluster as it is now."""
-        ray = _ensure_ray(self.address)
-        from ray.util import placement_group_table
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        from ..compat import ray_version
-        from .health import registry_marks
-
-        ray_nodes = alive_nodes()
-        alive = {n.node_id for n in ray_nodes}
-        self._probes = {k: v for k, v in self._probes.items() if k in alive}
-        missing = [nid for nid in alive if nid not in self._probes or isinstance(self._probes[nid], str)]
-        if missing:
-            remote = ray.remote(num_cpus=0, max_retries=0)(probe_node)
-            refs = {
-                nid: remote.options(
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
-                    name="ray_accel_ext.cluster.inventory.probe",
-                ).remote()
-                for nid in missing
-            }
-            deadline = time.monotonic() + self.probe_timeout_s
-            for nid, ref in refs.items():
-                try:
-                    self._probes[nid] = ray.get(ref, timeout=max(0.1, deadline - time.monotonic()))
-                except Exception as exc:  # noqa: BLE001 - a node that cannot answer keeps its labels
-                    ray.cancel(ref, force=True)
-                    self._probes[nid] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
-        return assemble(
-            ray_nodes,
-            self._probes,
-            placement_group_table(),
-            health=registry_marks(),
-            topology_strategies=_topology_strategies() if self.topology else None,
-            ray_version=ray_version(),
-        )
-
-
-def gather(address: str | None = None, *, probe_timeout_s: float = 60.0) -> ClusterInventory:
-    """The inventory of the cluster at ``address`` (or the one this process is connected to)."""
-    return InventoryCollector(address, probe_timeout_s=probe_timeout_s).gather()

@@ -25,6 +25,8 @@ class NodeView:
     resources: Mapping[str, float]
     address: str = ""
     hostname: str = field(default="", compare=False)
+    manager_port: int | None = field(default=None, compare=False)  # the raylet's gRPC port
+    metrics_port: int | None = field(default=None, compare=False)  # Ray's Prometheus export port
 
     @property
     def is_head(self) -> bool:
@@ -53,9 +55,15 @@ def node_views(nodes: Iterable[Mapping[str, Any] | NodeView]) -> list[NodeView]:
                 {str(k): float(v) for k, v in (resources or {}).items()},
                 address,
                 hostname,
+                _port(n.get("NodeManagerPort")),
+                _port(n.get("MetricsExportPort")),
             )
         )
     return out
+
+
+def _port(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def alive_nodes() -> list[NodeView]:

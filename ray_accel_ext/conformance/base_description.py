@@ -8,6 +8,7 @@ import pytest
 
 from ..backend import AcceleratorBackend
 from ..errors import HostReadError
+from ..host.snapshot import README_FILE
 from ..hw.pci import read_ids
 from ..labels import (
     key_prefix,
@@ -43,7 +44,7 @@ class BaseDescriptionTests(SuiteTests):
         )
 
     def test_snapshot_documented(self, snapshot: Snapshot) -> None:
-        readme = snapshot.path / "README.md"
+        readme = snapshot.path / README_FILE
         assert readme.is_file() and readme.read_text().strip(), (
             f"snapshot {snapshot} has no README.md saying what machine it stands for and where its facts come from"
         )

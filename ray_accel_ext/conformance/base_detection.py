@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ..backend import AcceleratorBackend
+from ..host.snapshot import ROOTFS
 from ._core import (
     SuiteTests,
     counting_metadata,
@@ -36,7 +37,7 @@ class BaseDetectionTests(SuiteTests):
     """``detect`` is cheap, honest and harmless; ``describe`` is pure and within budget."""
 
     def test_detect_false_on_empty_host(self, backend: AcceleratorBackend, tmp_path: Path) -> None:
-        root = tmp_path / "rootfs"
+        root = tmp_path / ROOTFS
         root.mkdir()
         guard = NetworkGuard()
         with counting_metadata(None) as (env, servers), guard.active():

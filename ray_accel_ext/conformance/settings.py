@@ -31,6 +31,7 @@ from typing import Any
 from ..backend import AcceleratorBackend
 from ..errors import BackendLoadError
 from ..host import is_snapshot_dir
+from ..host.snapshot import EXPECTED_FILE
 from ..registry import BackendSpec, available_backends, load_backend
 from ..testing.snapshots import snapshot_dirs
 
@@ -152,7 +153,7 @@ def _snapshot_paths(sources: list[str]) -> list[Path]:
 
 def _snapshot(path: Path, ids: dict[str, int], backend_name: str) -> Snapshot:
     expected = None
-    exp_file = path / "expected.json"
+    exp_file = path / EXPECTED_FILE
     if exp_file.is_file():
         try:
             expected = json.loads(exp_file.read_text())

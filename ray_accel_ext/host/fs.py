@@ -37,8 +37,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..bounds import setting
 from ..errors import CommandError, HostReadError
-from ..values import setting
 from . import snapshot as _snapshot
 from .metadata import MetadataClient
 from .protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S, MAX_READ_BYTES, ROOT_ENV, Deadline

@@ -2,19 +2,34 @@
 
 * GCE: ``http://metadata.google.internal/computeMetadata/v1/...`` with ``Metadata-Flavor: Google``;
   ``GCE_METADATA_HOST`` (host[:port], the google-auth convention) or ``GCE_METADATA_IP`` redirect it.
-* EC2 IMDSv2: ``PUT /latest/api/token`` first, then GETs with the token;
-  ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` (botocore convention) redirects it.
+* EC2 IMDSv2: ``PUT /latest/api/token`` first, then GETs with the token. The botocore variables
+  apply, with botocore's precedence (``botocore/utils.py`` ``InstanceMetadataFetcher``):
+  ``AWS_EC2_METADATA_DISABLED=true`` sends nothing (every read is a ``MetadataDisabled`` error),
+  ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` redirects it, else
+  ``AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE=IPv6`` picks ``http://[fd00:ec2::254]`` (AWS "Use the
+  Instance Metadata Service", IPv6 endpoint on Nitro instances).
 
 Ray's own TPU manager calls the metadata server up to 9 times per node start without a timeout
 (see ``reference/ray-2.60.md`` section 8.9). Here every answer is cached for the life of the client
 (one discovery run), each call is bounded by ``RAY_ACCEL_METADATA_TIMEOUT_S`` (default 0.5 s) and
 by the discovery deadline, and 429/5xx are retried at most twice, honouring ``Retry-After`` only
-while it fits in the deadline. A 404 is an answer (the key does not exist): ``None``.
+while it fits in the deadline. A 404 is an answer (the key does not exist): ``None``. With
+``RAY_ACCEL_METADATA=off`` nothing is asked (every call is a :class:`MetadataServerError`).
+
+GCE ``instance/...`` keys are all answered from **one** request: the instance directory read
+recursively (``GET /computeMetadata/v1/instance/?recursive=true``, JSON; "Query metadata
+recursively", https://cloud.google.com/compute/docs/metadata/querying-metadata). In that JSON the
+server's own keys are camelCase (``machine-type`` -> ``machineType``), numbered directories are
+arrays (``network-interfaces/0/ip`` -> ``networkInterfaces[0].ip``) and numbers are JSON numbers
+(``id``), while custom attributes keep their names (``attributes["tpu-env"]``); :func:`instance_value`
+maps a plain key onto it. The answer is bounded by ``MAX_RECURSIVE_BYTES`` (all of a VM's metadata
+entries together may hold 512 KB, https://cloud.google.com/compute/docs/metadata/setting-custom-metadata#limitations),
+and its JSON by depth too (:func:`ray_accel_ext.bounds.bounded_json`).
 
 Each call is one bounded exchange (:mod:`.http`): whatever the server sends (headers a byte at a
 time, ``100 Continue`` without end, a huge body), the call ends within its timeout, so no thread
 making it outlives the budget. A redirect is an error, never followed: metadata comes from the
-named server only.
+named server only. Numeric settings and ``Retry-After`` take ASCII digits only.
 """
 
 from __future__ import annotations
@@ -26,27 +41,38 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..bounds import bounded_json, setting
 from ..errors import (
+    MetadataDisabled,
     MetadataRateLimited,
     MetadataServerError,
     MetadataTimeout,
     ProviderError,
 )
-from ..values import setting
 from .http import ProtocolError, exchange
 
 if TYPE_CHECKING:
     from .fs import Deadline
 
-__all__ = ["MetadataClient", "GCE_DEFAULT_HOST", "IMDS_DEFAULT_ENDPOINT"]
+__all__ = ["MetadataClient", "GCE_DEFAULT_HOST", "IMDS_DEFAULT_ENDPOINT", "IMDS_IPV6_ENDPOINT", "instance_value", "camel", "NAME_DIRS"]
 
 GCE_DEFAULT_HOST = "metadata.google.internal"
 IMDS_DEFAULT_ENDPOINT = "http://169.254.169.254"
+IMDS_IPV6_ENDPOINT = "http://[fd00:ec2::254]"
+IMDS_DISABLED_ENV = "AWS_EC2_METADATA_DISABLED"
+IMDS_MODE_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"
 DEFAULT_TIMEOUT_S = 0.5
 MAX_TIMEOUT_S = 30.0
 TIMEOUT_ENV = "RAY_ACCEL_METADATA_TIMEOUT_S"
 MAX_RETRIES = 2
 MAX_BODY_BYTES = 256 * 1024
+MAX_RECURSIVE_BYTES = 1024 * 1024
+INSTANCE_DIR = "instance/"
+# Directories whose entries are names, kept as they are in the recursive JSON (custom attributes,
+# service-account names); every other key there is camelCase.
+NAME_DIRS = ("attributes", "service-accounts")
+# Endpoints under instance/ that a recursive listing does not contain (they mint a value per call).
+_NOT_IN_LISTING = ("instance/service-accounts/", "instance/guest-attributes/")
 _TOKEN_TTL_S = "60"
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
 _RETRY_AFTER_RE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,3})?", re.ASCII)
@@ -66,6 +92,9 @@ class MetadataClient:
         self._failed: dict[str, ProviderError] = {}
         self._lock = threading.Lock()
         self._imds_token: str | None = None
+        self._instance: dict[str, object] | None = None
+        # RAY_ACCEL_METADATA=off: never ask (worker processes describing their node again).
+        self.enabled = env.get("RAY_ACCEL_METADATA", "").strip().lower() not in ("off", "0", "false", "no")
         self.calls = 0  # HTTP requests actually sent (benchmarks compare this with Ray's)
 
     # -- endpoints ------------------------------------------------------------------------------
@@ -80,10 +109,24 @@ class MetadataClient:
 
     @property
     def imds_base(self) -> str:
+        if self._env.get(IMDS_DISABLED_ENV, "").strip().lower() == "true":
+            raise MetadataDisabled(
+                f"EC2 instance metadata is switched off ({IMDS_DISABLED_ENV}={self._env[IMDS_DISABLED_ENV]}); "
+                "zone, region and instance id stay unknown",
+                endpoint=IMDS_DISABLED_ENV,
+                attempts=0,
+            )
         endpoint = self._env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
         if not endpoint:
-            self._require_live("AWS_EC2_METADATA_SERVICE_ENDPOINT", IMDS_DEFAULT_ENDPOINT)
-            endpoint = IMDS_DEFAULT_ENDPOINT
+            mode = self._env.get(IMDS_MODE_ENV, "IPv4").strip().lower() or "ipv4"
+            if mode not in ("ipv4", "ipv6"):
+                raise MetadataServerError(
+                    f"{IMDS_MODE_ENV}={self._env[IMDS_MODE_ENV]!r}: must be IPv4 or IPv6",
+                    endpoint=IMDS_MODE_ENV,
+                    attempts=0,
+                )
+            endpoint = IMDS_IPV6_ENDPOINT if mode == "ipv6" else IMDS_DEFAULT_ENDPOINT
+            self._require_live("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint)
         return endpoint.rstrip("/")
 
     def _require_live(self, variable: str, default: str) -> None:
@@ -98,8 +141,31 @@ class MetadataClient:
     # -- public API -----------------------------------------------------------------------------
 
     def gce(self, path: str) -> str | None:
-        """``computeMetadata/v1/<path>`` (``instance/attributes/tpu-env``); None on 404."""
+        """``computeMetadata/v1/<path>`` (``instance/attributes/tpu-env``); None on 404.
+
+        ``instance/...`` keys come from the one recursive read of :meth:`gce_instance`."""
+        path = path.lstrip("/")
+        if path.startswith(INSTANCE_DIR) and not path.startswith(_NOT_IN_LISTING):
+            return instance_value(self.gce_instance(), path)
         return self._cached("gce", path, lambda: self._get_gce(path))
+
+    def gce_instance(self) -> Mapping[str, object]:
+        """The whole ``instance/`` directory, read once (``?recursive=true``) and cached."""
+        with self._lock:
+            if self._instance is not None:
+                return self._instance
+        text = self._cached("gce", INSTANCE_DIR, lambda: self._get_gce(f"{INSTANCE_DIR}?recursive=true",
+                                                                         max_bytes=MAX_RECURSIVE_BYTES))
+        url = f"{self.gce_base}/computeMetadata/v1/{INSTANCE_DIR}?recursive=true"
+        try:
+            doc = bounded_json(text or "{}", what="JSON", max_bytes=MAX_RECURSIVE_BYTES)
+        except ValueError as exc:
+            raise MetadataServerError(f"GET {url}: the recursive answer is not JSON ({exc})", endpoint=url) from None
+        if not isinstance(doc, dict):
+            raise MetadataServerError(f"GET {url}: the recursive answer is not a JSON object", endpoint=url)
+        with self._lock:
+            self._instance = doc
+        return doc
 
     def gce_attribute(self, key: str) -> str | None:
         """An instance attribute (``accelerator-type``, ``tpu-env``, ...); None when absent."""
@@ -112,6 +178,8 @@ class MetadataClient:
     # -- internals ------------------------------------------------------------------------------
 
     def _cached(self, kind: str, path: str, fetch) -> str | None:
+        if not self.enabled:
+            raise MetadataServerError(f"{kind} metadata {path}: not asked (RAY_ACCEL_METADATA=off)", endpoint=path, attempts=0)
         key = (kind, path)
         with self._lock:
             if key in self._cache:
@@ -129,9 +197,9 @@ class MetadataClient:
             self._cache[key] = value
         return value
 
-    def _get_gce(self, path: str) -> str | None:
+    def _get_gce(self, path: str, *, max_bytes: int = MAX_BODY_BYTES) -> str | None:
         url = f"{self.gce_base}/computeMetadata/v1/{path.lstrip('/')}"
-        status, body, _ = self._request("GET", url, {"Metadata-Flavor": "Google"})
+        status, body, _ = self._request("GET", url, {"Metadata-Flavor": "Google"}, max_bytes=max_bytes)
         return body
 
     def _get_imds(self, path: str) -> str | None:
@@ -151,7 +219,8 @@ class MetadataClient:
         return body
 
     def _request(
-        self, method: str, url: str, headers: dict[str, str], *, not_found_ok: bool = True
+        self, method: str, url: str, headers: dict[str, str], *, not_found_ok: bool = True,
+        max_bytes: int = MAX_BODY_BYTES,
     ) -> tuple[int, str | None, dict[str, str]]:
         parts = urlsplit(url)
         attempts = 0
@@ -163,7 +232,7 @@ class MetadataClient:
                     f"{method} {url}: discovery budget spent", endpoint=url, attempts=attempts - 1
                 )
             try:
-                status, body, resp_headers = self._once(method, parts, headers, timeout)
+                status, body, resp_headers = self._once(method, parts, headers, timeout, max_bytes)
             except TimeoutError as exc:
                 detail = "" if str(exc) in ("no answer", "timed out", "") else f" ({exc})"
                 raise MetadataTimeout(
@@ -201,9 +270,9 @@ class MetadataClient:
                 attempts=attempts,
             )
 
-    def _once(self, method, parts, headers, timeout) -> tuple[int, str, dict[str, str]]:
+    def _once(self, method, parts, headers, timeout, max_bytes=MAX_BODY_BYTES) -> tuple[int, str, dict[str, str]]:
         self.calls += 1
-        resp = exchange(method, parts, headers, end=time.monotonic() + timeout, max_body=MAX_BODY_BYTES)
+        resp = exchange(method, parts, headers, end=time.monotonic() + timeout, max_body=max_bytes)
         raw = resp.body
         if 200 <= resp.status < 300:
             if "html" in resp.headers.get("content-type", "").lower():
@@ -224,3 +293,43 @@ def _retry_after(value: str | None) -> float | None:
     if value is None or not _RETRY_AFTER_RE.fullmatch(value.strip()):
         return None
     return float(value.strip())
+
+
+def camel(segment: str) -> str:
+    """A metadata server key as the recursive JSON spells it (``machine-type`` -> ``machineType``)."""
+    head, *rest = segment.split("-")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def instance_value(doc: Mapping[str, object], path: str) -> str | None:
+    """The plain-GET answer for ``path`` (``instance/attributes/tpu-env``) out of the recursive
+    ``instance/`` document, None where the key does not exist (a plain GET would answer 404).
+
+    Custom attributes keep their names; every other key is camelCase; a number indexes an
+    array; a JSON number or boolean reads as its text (``instance/id`` -> ``"6331980990053453154"``).
+    """
+    parts = [p for p in path.strip("/").split("/") if p]
+    if not parts or parts[0] != "instance":
+        return None
+    node: object = doc
+    parent = "instance"
+    for part in parts[1:]:
+        if isinstance(node, list):
+            if not (part.isascii() and part.isdigit()) or int(part) >= len(node):
+                return None
+            node = node[int(part)]
+        elif isinstance(node, Mapping):
+            key = part if parent in NAME_DIRS else camel(part)
+            if key not in node:
+                return None
+            node = node[key]
+        else:
+            return None
+        parent = part
+    if isinstance(node, bool):
+        return "TRUE" if node else "FALSE"
+    if isinstance(node, (int, float)):
+        return str(node)
+    if isinstance(node, str):
+        return node
+    return None  # a directory: callers ask for values

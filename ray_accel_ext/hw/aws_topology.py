@@ -6,8 +6,11 @@ topology works"); we map them to :class:`~ray_accel_ext.model.Location` as
 * three or more nodes: ``cluster`` = first, ``block`` = second to last, ``rack`` = last;
 * two nodes: ``block`` = first, ``rack`` = last; one node: ``rack``.
 
+:func:`with_network_topology` adds it to the location of any EC2 host, whatever its accelerator
+family (P4d/P5/P6 GPUs and Trn/Inf Neuron hosts alike; AWS lists the instance types it covers).
 It needs ``boto3`` (``pip install ray-accel-ext[aws]``), credentials from boto3's usual chain
-(instance profile, environment) with ``ec2:DescribeInstanceTopology``, and is opt-in per node:
+(instance profile, IRSA or EKS Pod Identity, environment) allowed ``ec2:DescribeInstanceTopology``
+(``deploy/kuberay/eks-topology-iam-policy.json``), and is opt-in per node:
 ``RAY_ACCEL_AWS_TOPOLOGY=1``, because every node start costs one API call against the account's
 request limit. ``RAY_ACCEL_EC2_API_ENDPOINT`` redirects the call (tests point it at
 :mod:`ray_accel_ext.testing.fake_ec2`). Without boto3 or credentials the feature is simply
@@ -35,13 +38,13 @@ from ..model import Location
 
 __all__ = [
     "ENABLE_ENV", "ENDPOINT_ENV", "InstanceTopology", "enabled", "boto3_available", "describe_instance_topology",
-    "with_instance_topology",
+    "with_network_topology",
 ]
 
 ENABLE_ENV = "RAY_ACCEL_AWS_TOPOLOGY"
 ENDPOINT_ENV = "RAY_ACCEL_EC2_API_ENDPOINT"
 _THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException"}
-AWS_API_TIMEOUT_S = 1.0
+API_TIMEOUT_S = 1.0
 # Budget kept for reading sysfs and building the description after the network lookup.
 _DESCRIBE_RESERVE_S = 0.5
 
@@ -138,13 +141,9 @@ def describe_instance_topology(
     return None
 
 
-def with_instance_topology(host: Host, location: Location, problems: list[str]) -> Location:
-    """``location`` with cluster/block/rack from ``DescribeInstanceTopology`` when the lookup is
-    switched on (:data:`ENABLE_ENV`); what goes wrong is a problem line, never an exception.
-
-    boto3's import and credential chain are not bounded by the HTTP timeout, so the lookup runs in
-    a daemon thread and is abandoned while budget is left to describe the devices.
-    """
+def with_network_topology(host: Host, location: Location, problems: list[str]) -> Location:
+    """``location`` with cluster/block/rack from ``DescribeInstanceTopology`` when the node opts in
+    (``RAY_ACCEL_AWS_TOPOLOGY=1``); what went wrong goes into ``problems``, never raised."""
     if not enabled(host.env):
         return location
     if not boto3_available():
@@ -158,6 +157,8 @@ def with_instance_topology(host: Host, location: Location, problems: list[str]) 
     if not instance_id or not location.region:
         problems.append("DescribeInstanceTopology skipped: instance id or region unknown")
         return location
+    # boto3's import and credential chain are not bounded by the HTTP timeout: run the lookup in
+    # its own thread and stop waiting while there is still budget to describe the devices.
     outcome: dict[str, object] = {}
 
     def lookup() -> None:
@@ -166,7 +167,7 @@ def with_instance_topology(host: Host, location: Location, problems: list[str]) 
                 host.env,
                 instance_id=instance_id.strip(),
                 region=location.region or "",
-                timeout_s=min(AWS_API_TIMEOUT_S, host.deadline.remaining() / 2),
+                timeout_s=min(API_TIMEOUT_S, host.deadline.remaining() / 2),
             )
         except Exception as exc:  # noqa: BLE001 - reported below, never raised into discovery
             outcome["error"] = exc

@@ -9,19 +9,20 @@ Mapping to :class:`~ray_accel_ext.model.Location`:
 
 * GCP ``physical_host_topology`` ``{cluster, block, subBlock, host}``: cluster, block, and
   ``subBlock`` as the rack (the sub-block is the rack-level group of hosts);
-* AWS ``DescribeInstanceTopology`` ``NetworkNodes`` (top first): cluster, block, rack, filled by
-  the Neuron backend's ``[aws]`` extra when boto3 is installed.
+* AWS ``DescribeInstanceTopology`` ``NetworkNodes`` (top first): cluster, block, rack, for every
+  EC2 host that opts in (:func:`ray_accel_ext.hw.aws_topology.with_network_topology`, ``[aws]`` extra).
 """
 
 from __future__ import annotations
 
 import re
 
+from ..bounds import bounded_json
 from ..errors import HostReadError, ProviderError
 from ..host import Host
 from ..labels import sanitize_value
 from ..model import Fabric, Location
-from ..values import bounded_json
+from . import aws_topology
 
 __all__ = ["cloud_provider", "dmi", "hostname", "host_fabric", "gcp_location", "aws_location"]
 
@@ -108,11 +109,8 @@ def gcp_location(host: Host, problems: list[str]) -> Location:
 
 
 def aws_location(host: Host, problems: list[str]) -> Location:
-    """Instance type (DMI ``product_name`` on Nitro, else IMDSv2), region and zone.
-
-    IMDS is asked even when DMI is missing (containers hide it): callers ask only on hosts whose
-    devices exist only on EC2, or whose DMI names EC2.
-    """
+    """Instance type, region and zone (DMI first, then IMDSv2), and with ``RAY_ACCEL_AWS_TOPOLOGY=1``
+    the instance topology's cluster, block and rack."""
     instance_type = dmi(host, "product_name")
     if instance_type and not _AWS_TYPE_RE.match(instance_type):
         instance_type = None
@@ -124,7 +122,8 @@ def aws_location(host: Host, problems: list[str]) -> Location:
     except ProviderError as exc:
         problems.append(f"EC2 IMDS: {exc.reason()}")
         return Location(provider="aws", instance_type=instance_type)
-    return Location(provider="aws", instance_type=_str(instance_type), region=_str(region), zone=_str(zone))
+    location = Location(provider="aws", instance_type=_str(instance_type), region=_str(region), zone=_str(zone))
+    return aws_topology.with_network_topology(host, location, problems)
 
 
 def _str(value: object) -> str | None:

@@ -20,24 +20,32 @@ How one step is placed (see ``docs/placement.md``):
    whose matching nodes can hold every bundle; a request no domain could ever hold fails at once
    with :class:`~ray_accel_ext.errors.WouldSplitDomain` (no waiting);
 3. the domain is *claimed* in a cluster-wide registry (a named detached actor, so concurrent
-   callers in any driver or worker never get the same domain or an overlapping node set);
+   callers in any driver or worker never get the same domain or an overlapping node set; it
+   rebuilds its claims from Ray's placement-group table when it restarts, and callers waiting
+   for a domain are served in the order they started waiting: :mod:`.claims`);
 4. a placement group is created whose every bundle carries ``bundle_label_selector``
    ``{<level key>: <domain>, **selector}``, so Ray itself keeps the group inside the domain, plus
    (on the tested Ray range) ``topology_strategy={<level key>: "STRICT_PACK"}``;
 5. the group is awaited until the step's deadline; on timeout it is removed, the claim dropped and
-   the next domain tried; when the step runs out of time or domains, the next step of the chain.
+   the next domain tried; when the step runs out of time or domains, the next step of the chain;
+6. the ready reservation lists its bundles in rank order (``Reservation.ranks``, ``rank0``): the
+   domain's host order from hardware indices where the hosts publish them, else a stable
+   cluster-side order (:mod:`.ranks`).
 
 Every placement emits one ``placement`` JSON log line and Ray metrics
-(:mod:`ray_accel_ext.telemetry`).
+(:mod:`ray_accel_ext.telemetry`); the cluster's state gauges come from one metrics process
+(:mod:`ray_accel_ext.cluster.exporter`).
 """
 
 from __future__ import annotations
 
 from ..cluster.nodes import NodeView, node_views
 from .choose import DomainChoice, choose_domain, match_selector
-from .claims import CLAIMS_ACTOR, CLAIMS_NAMESPACE, claims_snapshot
+from .claims import CLAIMS_ACTOR, CLAIMS_NAMESPACE, claims_queue, claims_snapshot
+from .ranks import DomainRanks, HostRank, rank_domain, rank_domains
 from .request import LEVELS, DomainRequest, level_key
 from .reservation import (
+    BundleRank,
     Reservation,
     read_inventory,
     reserve,
@@ -51,6 +59,11 @@ __all__ = [
     "DomainRequest",
     "DomainChoice",
     "Reservation",
+    "BundleRank",
+    "DomainRanks",
+    "HostRank",
+    "rank_domain",
+    "rank_domains",
     "NodeView",
     "choose_domain",
     "match_selector",
@@ -60,6 +73,7 @@ __all__ = [
     "reserve_domain",
     "use_topology_strategy",
     "claims_snapshot",
+    "claims_queue",
     "CLAIMS_ACTOR",
     "CLAIMS_NAMESPACE",
 ]

@@ -1,28 +1,115 @@
 """The cluster-wide claim registry: a named detached actor that serialises domain claims, so
-concurrent callers in any driver or worker never get the same domain or an overlapping node set."""
+concurrent callers in any driver or worker never get the same domain or an overlapping node set.
+
+**Claims survive a restart of the registry.** Every placement group that holds a domain is named
+after its claim (:func:`claim_pg_name`: ``<name>#rayaccel-claim:<owner>:<label key>=<domain>``),
+and a registry that starts (first time or after its actor was restarted) rebuilds its claims from
+Ray's own placement-group table: each group not ``REMOVED`` whose name parses holds its domain,
+over the domain's alive nodes and the nodes its bundles sit on. A claim whose group was not yet
+created is not in the table; its owner re-asserts it in :meth:`attach`, which claims again only
+if the domain is still free (else the owner removes its group and looks again). So a domain is
+never held twice, whatever the moment of the restart.
+
+**Waiting callers are served in order.** A caller whose fitting domains are all held calls
+``wait_in_line(owner, candidates, ticket)`` at every poll. The registry stamps a ticket on the
+first call and the caller presents it again on every later one, so a restarted registry learns
+the same order back within one poll. A claim of a domain that an older live waiter could use is
+refused with ``"queued"``; a waiter that has not polled for its ``ttl_s`` has left the line.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from typing import Any
 
-__all__ = ["CLAIMS_ACTOR", "CLAIMS_NAMESPACE", "claims_registry", "claims_snapshot"]
+__all__ = [
+    "CLAIMS_ACTOR",
+    "CLAIMS_NAMESPACE",
+    "CLAIM_MARK",
+    "claim_pg_name",
+    "parse_claim_pg_name",
+    "claims_registry",
+    "claims_snapshot",
+    "claims_queue",
+]
 
 CLAIMS_ACTOR = "rayaccel-domain-claims"
 CLAIMS_NAMESPACE = "rayaccel"
+CLAIM_MARK = "#rayaccel-claim:"
+_NIL_NODE = {"", "0" * 56, "f" * 56}
+
+
+def claim_pg_name(name: str, owner: str, claim_key: str) -> str:
+    """The name of a placement group that holds ``claim_key`` for ``owner`` (``name`` in front)."""
+    return f"{name or 'rayaccel'}{CLAIM_MARK}{owner}:{claim_key}"
+
+
+def parse_claim_pg_name(pg_name: str) -> tuple[str, str] | None:
+    """``(owner, claim_key)`` from a group name made by :func:`claim_pg_name`, else None."""
+    _, mark, tail = (pg_name or "").rpartition(CLAIM_MARK)
+    owner, sep, key = tail.partition(":")
+    if not mark or not sep or not owner or "=" not in key:
+        return None
+    return owner, key
 
 
 def _claims_actor_class():
     import ray
 
-    @ray.remote(num_cpus=0, max_restarts=-1)
+    from ..cluster.nodes import HEAD_RESOURCE
+
+    # On the head node (the cluster lives and dies with it; a tray that fails does not take the
+    # registry along). max_task_retries: a call in flight when the actor dies runs again on the
+    # restarted one; every method is idempotent for its owner.
+    @ray.remote(num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_restarts=-1, max_task_retries=-1)
     class DomainClaims:
-        """Which domains (and nodes) are held, by whom; one per cluster, serialises claims."""
+        """Which domains (and nodes) are held, by whom, and who waits; one per cluster."""
 
         def __init__(self) -> None:
             self._claims: dict[str, dict[str, Any]] = {}
+            self._waiters: dict[str, dict[str, Any]] = {}
             self._last_gc = 0.0
+            self.incarnation = uuid.uuid4().hex
+            self.rebuilt = self._rebuild()
+
+        # -- rebuilding from Ray's placement-group table -----------------------------------------
+
+        def _rebuild(self) -> int:
+            from ray.util import placement_group_table
+
+            from ray_accel_ext.cluster.nodes import alive_nodes
+
+            table, nodes = None, []
+            for attempt in range(5):
+                try:
+                    table, nodes = placement_group_table(), alive_nodes()
+                    break
+                except Exception:  # noqa: BLE001 - GCS hiccup: try again, then fail the start
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.5 * (attempt + 1))
+            # A CREATED group wins over a PENDING one naming the same domain (one of two owners
+            # racing across a restart; the other's attach fails).
+            rank = {"CREATED": 0, "RESCHEDULING": 1, "PENDING": 2}
+            for pg_hex, entry in sorted(table.items(), key=lambda kv: rank.get(kv[1].get("state"), 3)):
+                if entry.get("state") in (None, "REMOVED"):
+                    continue
+                parsed = parse_claim_pg_name(str(entry.get("name") or ""))
+                if parsed is None:
+                    continue
+                owner, key = parsed
+                if key in self._claims:
+                    continue
+                label_key, _, value = key.partition("=")
+                members = {n.node_id for n in nodes if n.labels.get(label_key) == value}
+                members |= {n for n in (entry.get("bundles_to_node_id") or {}).values() if n not in _NIL_NODE}
+                self._claims[key] = {"owner": owner, "nodes": sorted(members), "pg": pg_hex, "since": time.time(),
+                                     "ttl_s": 0.0, "rebuilt": True}
+            return len(self._claims)
+
+        # -- claims -------------------------------------------------------------------------------
 
         def _gc(self, every_s: float = 1.0) -> None:
             """Drop claims whose group is gone (its driver died) or never came (past the TTL)."""
@@ -37,28 +124,28 @@ def _claims_actor_class():
             except Exception:  # noqa: BLE001 - GCS hiccup: keep every claim
                 return
             for key, entry in list(self._claims.items()):
-                pg_hex = entry.get("pg")
-                if pg_hex is None:
-                    gone = now - entry["since"] > entry["ttl_s"]
-                else:
-                    gone = table.get(pg_hex, {}).get("state") in (None, "REMOVED")
-                if gone:
+                if self._gone(entry, table):
                     del self._claims[key]
 
-        def _stale(self, entry: dict[str, Any]) -> bool:
+        @staticmethod
+        def _gone(entry: dict[str, Any], table: dict[str, Any]) -> bool:
             pg_hex = entry.get("pg")
             if pg_hex is None:
                 return time.time() - entry["since"] > entry["ttl_s"]
+            return table.get(pg_hex, {}).get("state") in (None, "REMOVED")
+
+        def _stale(self, entry: dict[str, Any]) -> bool:
+            if entry.get("pg") is None:
+                return self._gone(entry, {})
             from ray.util import placement_group_table
 
             try:
-                state = placement_group_table().get(pg_hex, {}).get("state")
+                table = placement_group_table()
             except Exception:  # noqa: BLE001 - GCS hiccup: keep the claim
                 return False
-            return state in (None, "REMOVED")
+            return self._gone(entry, table)
 
-        def claim(self, key: str, node_ids: list[str], owner: str, ttl_s: float) -> bool:
-            nodes = set(node_ids)
+        def _conflict(self, key: str, nodes: set[str], owner: str) -> bool:
             for other_key, entry in list(self._claims.items()):
                 if other_key == key or nodes & set(entry["nodes"]):
                     if entry["owner"] == owner:
@@ -66,13 +153,38 @@ def _claims_actor_class():
                     if self._stale(entry):
                         del self._claims[other_key]
                         continue
-                    return False
-            self._claims[key] = {"owner": owner, "nodes": sorted(nodes), "pg": None, "since": time.time(), "ttl_s": ttl_s}
-            return True
+                    return True
+            return False
 
-        def attach(self, key: str, owner: str, pg_hex: str) -> bool:
+        def _promised(self, key: str, owner: str) -> bool:
+            """Whether an older live waiter than ``owner`` could use ``key``."""
+            self._expire_waiters()
+            mine = self._waiters.get(owner, {}).get("ticket", float("inf"))
+            return any(w["ticket"] < mine and key in w["candidates"] for o, w in self._waiters.items() if o != owner)
+
+        def claim(self, key: str, node_ids: list[str], owner: str, ttl_s: float) -> str:
+            """``"ok"``, ``"held"`` (by another owner) or ``"queued"`` (promised to an older waiter)."""
+            if self._conflict(key, set(node_ids), owner):
+                return "held"
+            current = self._claims.get(key)
+            if current is None or current["owner"] != owner:
+                if self._promised(key, owner):
+                    return "queued"
+                self._claims[key] = {"owner": owner, "nodes": sorted(set(node_ids)), "pg": None, "since": time.time(),
+                                     "ttl_s": ttl_s, "rebuilt": False}
+            self._waiters.pop(owner, None)
+            return "ok"
+
+        def attach(self, key: str, owner: str, pg_hex: str, node_ids: list[str] | None = None) -> bool:
+            """Record ``owner``'s group for its claim; claims again when a restart lost the claim
+            and the domain is still free. False: someone else holds it now."""
             entry = self._claims.get(key)
-            if entry is None or entry["owner"] != owner:
+            if entry is None:
+                if node_ids is None or self._conflict(key, set(node_ids), owner):
+                    return False
+                entry = self._claims[key] = {"owner": owner, "nodes": sorted(set(node_ids)), "pg": None,
+                                             "since": time.time(), "ttl_s": 0.0, "rebuilt": False}
+            if entry["owner"] != owner:
                 return False
             entry["pg"] = pg_hex
             return True
@@ -87,6 +199,40 @@ def _claims_actor_class():
         def snapshot(self) -> dict[str, dict[str, Any]]:
             self._gc()
             return {k: dict(v) for k, v in self._claims.items()}
+
+        # -- the line of waiting callers -------------------------------------------------------------
+
+        def _expire_waiters(self) -> None:
+            now = time.monotonic()
+            for owner, w in list(self._waiters.items()):
+                if now - w["seen"] > w["ttl_s"]:
+                    del self._waiters[owner]
+
+        def wait_in_line(self, owner: str, candidates: list[str], ticket: float | None, ttl_s: float) -> float:
+            """Join (or stay in) the line wanting ``candidates``; returns the caller's ticket."""
+            self._expire_waiters()
+            w = self._waiters.get(owner)
+            if w is None:
+                w = self._waiters[owner] = {"ticket": float(ticket) if ticket is not None else time.time()}
+            w.update(candidates=set(candidates), seen=time.monotonic(), ttl_s=float(ttl_s))
+            return w["ticket"]
+
+        def leave(self, owner: str) -> None:
+            self._waiters.pop(owner, None)
+
+        def queue(self) -> list[dict[str, Any]]:
+            """Live waiters, oldest ticket first."""
+            self._expire_waiters()
+            return [{"owner": o, "ticket": w["ticket"], "candidates": sorted(w["candidates"])}
+                    for o, w in sorted(self._waiters.items(), key=lambda kv: kv[1]["ticket"])]
+
+        def info(self) -> dict[str, Any]:
+            """How many claims this incarnation rebuilt, what it holds, and whether it is a restart."""
+            import ray
+
+            return {"rebuilt": self.rebuilt, "claims": len(self._claims), "waiters": len(self._waiters),
+                    "incarnation": self.incarnation,
+                    "restarted": ray.get_runtime_context().was_current_actor_reconstructed}
 
     return DomainClaims
 
@@ -106,7 +252,14 @@ def claims_registry():
 
 
 def claims_snapshot() -> dict[str, dict[str, Any]]:
-    """What the registry holds now: claim key -> owner, nodes, placement group, since."""
+    """What the registry holds now: claim key -> owner, nodes, placement group, since, rebuilt."""
     import ray
 
     return ray.get(claims_registry().snapshot.remote())
+
+
+def claims_queue() -> list[dict[str, Any]]:
+    """The callers waiting for a domain now, first served first: owner, ticket, candidate claims."""
+    import ray
+
+    return ray.get(claims_registry().queue.remote())

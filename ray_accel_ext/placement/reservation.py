@@ -11,14 +11,18 @@ from typing import Any
 
 from .. import telemetry
 from ..cluster.nodes import NodeView, alive_nodes
-from ..compat import is_tested_ray, require_tested_ray
+from ..compat import has_feature, is_tested_ray, require_feature, require_tested_ray
 from ..errors import NoDomainAvailable, SchedulingError, WouldSplitDomain
 from ..labels import NODE_ID
+from ..telemetry import REASON_ERROR, REASON_NEVER_FITS, REASON_NO_DOMAIN_FREE, REASON_TIMEOUT
 from .choose import DomainChoice, choose_domain
-from .claims import claims_registry
+from .claims import claim_pg_name, claims_registry
+from .ranks import DomainRanks, rank_domain
 from .request import DomainRequest
 
-__all__ = ["Reservation", "reserve", "reserve_domain", "read_inventory", "use_topology_strategy"]
+__all__ = ["Reservation", "BundleRank", "reserve", "reserve_domain", "read_inventory", "use_topology_strategy"]
+
+_NEVER_FITS = ("no-match", "too-large", "incomplete")
 
 NODE_ID_KEY = NODE_ID
 
@@ -28,11 +32,29 @@ def read_inventory() -> list[NodeView]:
     return alive_nodes()
 
 
+@dataclass(frozen=True)
+class BundleRank:
+    """One bundle of a reservation in rank order: ``rank`` 0..n-1 over the reservation's bundles,
+    ordered by the domain's host ranks (:mod:`.ranks`), then bundle index."""
+
+    rank: int
+    bundle_index: int
+    node_id: str
+    hostname: str
+    host_index: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "bundle_index": self.bundle_index, "node_id": self.node_id,
+                "hostname": self.hostname, "host_index": self.host_index}
+
+
 @dataclass
 class Reservation:
     """A ready placement group inside one domain, and the claim that keeps others out of it.
 
-    Release it (``release()`` or ``with``) to give the domain back.
+    ``ranks`` lists its bundles in rank order and ``rank0`` is the bundle (and host) of rank 0;
+    ``domain_ranks`` is the whole domain's host order and actual size. Release it (``release()``
+    or ``with``) to give the domain back.
     """
 
     placement_group: Any
@@ -42,6 +64,8 @@ class Reservation:
     wait_s: float
     attempts: list[dict[str, Any]]
     owner: str
+    domain_ranks: DomainRanks | None = None
+    ranks: tuple[BundleRank, ...] = ()
     _released: bool = False
 
     @property
@@ -60,6 +84,11 @@ class Reservation:
     def fallback(self) -> bool:
         """True when a later step of the chain than the first one was used."""
         return self.step > 0
+
+    @property
+    def rank0(self) -> BundleRank | None:
+        """The bundle of rank 0 (and the host it is on)."""
+        return self.ranks[0] if self.ranks else None
 
     def scheduling_strategy(self, bundle_index: int = -1):
         """``PlacementGroupSchedulingStrategy`` for a task/actor in bundle ``bundle_index``."""
@@ -80,6 +109,10 @@ class Reservation:
             "scheduling_strategy": self.scheduling_strategy(bundle_index),
         }
 
+    def rank_options(self, rank: int) -> dict[str, Any]:
+        """``.options(...)`` for the task/actor of rank ``rank`` (the bundle ``ranks[rank]``)."""
+        return self.actor_options(self.ranks[rank].bundle_index)
+
     def bundle_nodes(self) -> dict[int, str]:
         """Bundle index -> node id, as Ray placed them."""
         from ray.util import placement_group_table
@@ -99,16 +132,21 @@ class Reservation:
             remove_placement_group(self.placement_group)
         finally:
             ray.get(claims_registry().release.remote(self.choice.claim_key, self.owner))
-            telemetry.reservation_released(self.choice.level)
             telemetry.emit("placement_release", domain=self.domain, level=self.level, owner=self.owner)
+            _refresh_metrics()
 
     def to_dict(self) -> dict[str, Any]:
+        rank0 = self.rank0
         return {
             "domain": self.domain,
             "level": self.level,
             "label_key": self.choice.key,
             "nodes": list(self.choice.node_ids),
             "bundles": [dict(b) for b in self.bundles],
+            "ranks": [r.to_dict() for r in self.ranks],
+            "rank0": rank0.to_dict() if rank0 else None,
+            "domain_hosts": self.domain_ranks.size if self.domain_ranks else None,
+            "rank_source": self.domain_ranks.source if self.domain_ranks else None,
             "step": self.step,
             "step_name": self.step_name,
             "wait_s": round(self.wait_s, 4),
@@ -122,12 +160,24 @@ class Reservation:
         self.release()
 
 
+def _bundle_ranks(pg, domain: DomainRanks) -> tuple[BundleRank, ...]:
+    from ray.util import placement_group_table
+
+    placed = {int(k): v for k, v in (placement_group_table(pg).get("bundles_to_node_id") or {}).items()}
+    names = {h.node_id: h.hostname for h in domain.hosts}
+    order = sorted(placed, key=lambda b: (domain.index_of(placed[b]) is None, domain.index_of(placed[b]) or 0, b))
+    return tuple(BundleRank(rank, b, placed[b], names.get(placed[b], ""), domain.index_of(placed[b]))
+                 for rank, b in enumerate(order))
+
+
 def use_topology_strategy(flag: bool | None, version: str | None = None) -> bool:
-    """Whether to pass Ray's experimental ``topology_strategy``: ``None`` = only on the tested Ray
-    range (``version`` defaults to the installed one); ``True`` outside it raises RayVersionError."""
+    """Whether to pass Ray's experimental ``topology_strategy`` (Ray 2.57 and newer): ``None`` = when
+    the Ray (``version``, default the installed one) has it and is in the tested range; ``True``
+    raises RayVersionError on a Ray without it or outside the tested range."""
     if flag is None:
-        return is_tested_ray(version)
+        return has_feature("topology_strategy", version) and is_tested_ray(version)
     if flag:
+        require_feature("topology_strategy", version)
         require_tested_ray("placement topology_strategy (experimental in Ray)", version)
     return bool(flag)
 
@@ -135,6 +185,7 @@ def use_topology_strategy(flag: bool | None, version: str | None = None) -> bool
 def _create_pg(choice: DomainChoice, name: str, topology: bool):
     from ray.util.placement_group import placement_group
 
+    require_feature("bundle_label_selector")
     kwargs: dict[str, Any] = {"bundle_label_selector": [dict(s) for s in choice.selectors], "name": name}
     if topology:
         kwargs["topology_strategy"] = {NODE_ID_KEY: choice.strategy, choice.key: "STRICT_PACK"}
@@ -149,78 +200,165 @@ def reserve(
     name: str = "",
     topology_strategy: bool | None = None,
     claim_ttl_s: float = 120.0,
+    registry_timeout_s: float = 120.0,
 ) -> Reservation:
     """Reserve one domain for the first step of ``steps`` that can be met within its deadline.
 
-    Returns a ready :class:`Reservation`. Raises :class:`WouldSplitDomain` when no step could ever
-    be met by one domain, else :class:`NoDomainAvailable`; either error's ``attempts`` lists every
-    step and domain tried and why each failed. ``topology_strategy``: also pass Ray's experimental
-    ``topology_strategy`` (default: on the tested Ray range only; ``True`` outside it raises
-    :class:`~ray_accel_ext.errors.RayVersionError`).
+    Returns a ready :class:`Reservation` whose ``ranks`` list its bundles in the domain's host
+    order (``rank0`` first). Raises :class:`WouldSplitDomain` when no step could ever be met by one
+    domain, else :class:`NoDomainAvailable`; either error's ``attempts`` lists every step and
+    domain tried and why each failed, and ``reason_class`` says which of ``never-fits``,
+    ``no-domain-free`` or ``timeout`` it was. Callers that find every fitting domain held wait in
+    line and are served in the order they started waiting (:mod:`.claims`). ``topology_strategy``:
+    also pass Ray's experimental ``topology_strategy`` (default: on the tested Ray range only;
+    ``True`` outside it raises :class:`~ray_accel_ext.errors.RayVersionError`).
+    ``registry_timeout_s`` bounds each call to the claim registry (it restarts after a failure).
     """
-    import ray
-
     if not steps:
         raise ValueError("reserve() needs at least one DomainRequest")
     topology = use_topology_strategy(topology_strategy)
     owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    claims = claims_registry()
+    line = _Line(claims_registry(), owner, registry_timeout_s, waiter_ttl_s=max(15.0, 25 * poll_s))
     attempts: list[dict[str, Any]] = []
     start = time.monotonic()
-    telemetry.inventory_metrics(read_inventory())
-    for index, step in enumerate(steps):
-        step_start = time.monotonic()
-        deadline = step_start + step.deadline_s
-        tried: set[str] = set()
-        while True:
-            inventory = read_inventory()
-            held = ray.get(claims.snapshot.remote())
-            busy_nodes = {n for entry in held.values() for n in entry["nodes"]}
-            try:
-                choice = choose_domain(inventory, step, busy_domains=held, busy_nodes=busy_nodes, exclude=tried)
-            except SchedulingError as exc:
-                now = time.monotonic()
-                if exc.data.get("retryable") and now < deadline:
-                    time.sleep(min(poll_s, deadline - now))
-                    continue
-                attempts.append(_attempt(index, step, None, exc.data.get("reason", "error"), exc.message, now - step_start))
-                break
-            if not ray.get(claims.claim.remote(choice.claim_key, list(choice.node_ids), owner, claim_ttl_s)):
-                continue  # lost a race for this domain; look again
-            pg = _create_pg(choice, name or f"rayaccel-{owner}", topology)
-            remaining = min(step.domain_wait_s, max(0.0, deadline - time.monotonic()))
-            ready = pg.wait(remaining) if remaining > 0 else False
-            if ready:
-                ray.get(claims.attach.remote(choice.claim_key, owner, pg.id.hex()))
-                wait_s = time.monotonic() - start
-                attempts.append(_attempt(index, step, choice.domain, "ready", "", time.monotonic() - step_start))
-                reservation = Reservation(pg, choice, index, step.label(), wait_s, attempts, owner)
-                telemetry.placement_event(reservation.to_dict() | {"outcome": "ready", "fallback": index > 0,
-                                          "generation": choice.generation, "topology": choice.topology,
-                                          "hosts": len(choice.bundles)})
+    try:
+        for index, step in enumerate(steps):
+            reservation = _reserve_step(index, step, line, attempts, start, poll_s, name, topology, claim_ttl_s)
+            if reservation is not None:
                 return reservation
-            from ray.util import remove_placement_group
-
-            remove_placement_group(pg)
-            ray.get(claims.release.remote(choice.claim_key, owner))
-            tried.add(choice.claim_key)
-            attempts.append(_attempt(index, step, choice.domain, "timeout",
-                                     f"placement group not ready within {remaining:.3g}s", time.monotonic() - step_start))
-            if time.monotonic() >= deadline:
-                break
+    except SchedulingError:
+        raise
+    except Exception as exc:
+        telemetry.placement_event(_failed_event(steps, attempts, start, type(exc).__name__, REASON_ERROR))
+        raise
+    finally:
+        line.leave()
+        _refresh_metrics()
 
     wait_s = time.monotonic() - start
-    all_split = all(a["outcome"] in ("no-match", "too-large", "incomplete") for a in attempts)
+    all_split = all(a["outcome"] in _NEVER_FITS for a in attempts)
     cls = WouldSplitDomain if all_split else NoDomainAvailable
+    reason_class = REASON_NEVER_FITS if all_split else (
+        REASON_TIMEOUT if attempts and attempts[-1]["outcome"] in ("timeout", "tried") else REASON_NO_DOMAIN_FREE)
     summary = "; ".join(f"step {a['step']} {a['step_name']}: {a['outcome']}" + (f" ({a['reason']})" if a["reason"] else "")
                         for a in attempts)
     error = cls(f"no domain for any of {len(steps)} step(s): {summary}",
-                request=[s.to_dict() for s in steps], attempts=attempts, wait_s=round(wait_s, 4))
-    telemetry.placement_event({"outcome": "failed", "error": type(error).__name__, "level": steps[-1].level,
-                               "step": len(steps) - 1, "step_name": steps[-1].label(), "domain": None,
-                               "wait_s": round(wait_s, 4), "attempts": attempts, "fallback": len(steps) > 1,
-                               "hosts": steps[-1].hosts, "generation": None, "topology": None})
+                request=[s.to_dict() for s in steps], attempts=attempts, wait_s=round(wait_s, 4),
+                reason_class=reason_class)
+    telemetry.placement_event(_failed_event(steps, attempts, start, type(error).__name__, reason_class))
     raise error
+
+
+def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, claim_ttl_s) -> Reservation | None:
+    """Try one step until its deadline; the reservation, or None (its attempts appended)."""
+    from ray.util import remove_placement_group
+
+    step_start = time.monotonic()
+    deadline = step_start + step.deadline_s
+    tried: set[str] = set()
+    while True:
+        inventory = read_inventory()
+        held = line.call("snapshot")
+        busy_nodes = {n for entry in held.values() for n in entry["nodes"]}
+        try:
+            choice = choose_domain(inventory, step, busy_domains=held, busy_nodes=busy_nodes, exclude=tried)
+        except SchedulingError as exc:
+            now = time.monotonic()
+            if exc.data.get("retryable") and now < deadline:
+                line.wait([f"{step.key}={v}" for v in exc.data.get("busy", ())])
+                time.sleep(min(poll_s, deadline - now))
+                continue
+            attempts.append(_attempt(index, step, None, exc.data.get("reason", "error"), exc.message, now - step_start))
+            return None
+        verdict = line.call("claim", choice.claim_key, list(choice.node_ids), line.owner, claim_ttl_s)
+        if verdict == "queued":
+            now = time.monotonic()
+            if now >= deadline:
+                attempts.append(_attempt(index, step, None, "busy", "the fitting free domain is promised to a request "
+                                         "that waited longer", now - step_start))
+                return None
+            line.wait([choice.claim_key, *held])
+            time.sleep(min(poll_s, deadline - now))
+            continue
+        if verdict != "ok":
+            continue  # lost a race for this domain; look again
+        try:
+            pg = _create_pg(choice, claim_pg_name(name, line.owner, choice.claim_key), topology)
+        except BaseException:
+            line.release_quietly(choice.claim_key)
+            raise
+        try:
+            if not line.call("attach", choice.claim_key, line.owner, pg.id.hex(), list(choice.node_ids)):
+                remove_placement_group(pg)  # the registry restarted and gave the domain to another caller
+                continue
+            remaining = min(step.domain_wait_s, max(0.0, deadline - time.monotonic()))
+            ready = pg.wait(remaining) if remaining > 0 else False
+            if ready:
+                domain = rank_domain([n for n in inventory if n.labels.get(choice.key) == choice.domain], choice.key,
+                                     choice.domain)
+                attempts.append(_attempt(index, step, choice.domain, "ready", "", time.monotonic() - step_start))
+                reservation = Reservation(pg, choice, index, step.label(), time.monotonic() - start, attempts,
+                                          line.owner, domain, _bundle_ranks(pg, domain))
+                telemetry.placement_event(reservation.to_dict() | {"outcome": "ready", "reason_class": "",
+                                          "fallback": index > 0, "generation": choice.generation,
+                                          "topology": choice.topology, "hosts": len(choice.bundles)})
+                return reservation
+        except BaseException:
+            # Nothing half-made is left behind: not the group, not the claim.
+            remove_placement_group(pg)
+            line.release_quietly(choice.claim_key)
+            raise
+        remove_placement_group(pg)
+        line.call("release", choice.claim_key, line.owner)
+        tried.add(choice.claim_key)
+        attempts.append(_attempt(index, step, choice.domain, "timeout",
+                                 f"placement group not ready within {remaining:.3g}s", time.monotonic() - step_start))
+        if time.monotonic() >= deadline:
+            return None
+
+
+class _Line:
+    """This caller's calls to the claim registry, with a timeout, and its place in the line."""
+
+    def __init__(self, registry, owner: str, timeout_s: float, waiter_ttl_s: float) -> None:
+        self.registry, self.owner, self.timeout_s, self.waiter_ttl_s = registry, owner, timeout_s, waiter_ttl_s
+        self.ticket: float | None = None
+
+    def call(self, method: str, *args: Any) -> Any:
+        import ray
+
+        return ray.get(getattr(self.registry, method).remote(*args), timeout=self.timeout_s)
+
+    def wait(self, candidates) -> None:
+        self.ticket = self.call("wait_in_line", self.owner, sorted(set(candidates)), self.ticket, self.waiter_ttl_s)
+
+    def release_quietly(self, claim_key: str) -> None:
+        """Drop a claim on the way out of a failure (the registry's GC drops it otherwise)."""
+        try:
+            self.registry.release.remote(claim_key, self.owner)
+        except Exception:  # noqa: BLE001 - already failing; the original error is what matters
+            pass
+
+    def leave(self) -> None:
+        if self.ticket is not None:
+            self.registry.leave.remote(self.owner)  # nobody waits for the answer
+
+
+def _failed_event(steps, attempts, start, error: str, reason_class: str) -> dict[str, Any]:
+    return {"outcome": "failed", "error": error, "reason_class": reason_class, "level": steps[-1].level,
+            "step": len(steps) - 1, "step_name": steps[-1].label(), "domain": None,
+            "wait_s": round(time.monotonic() - start, 4), "attempts": attempts, "fallback": len(steps) > 1,
+            "hosts": steps[-1].hosts, "generation": None, "topology": None}
+
+
+def _refresh_metrics() -> None:
+    """Ask the cluster's metrics process to re-read the state now (started on first use)."""
+    try:
+        from ..cluster.exporter import refresh_soon
+
+        refresh_soon()
+    except Exception:  # noqa: BLE001 - metrics never fail a placement
+        pass
 
 
 def _attempt(index: int, step: DomainRequest, domain: str | None, outcome: str, reason: str, waited: float) -> dict[str, Any]:

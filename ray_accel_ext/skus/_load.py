@@ -18,7 +18,10 @@ from pathlib import Path
 
 from ._schema import Entry, LeftOut, SkuFile, SkuFileError, validate
 
-__all__ = ["BUILTIN_FAMILIES", "ENV_VAR", "MAX_FILES_PER_DIR", "MAX_FILE_BYTES", "SYSTEM_DIR", "Database", "check_file", "extra_dirs", "load"]
+__all__ = [
+    "BUILTIN_FAMILIES", "ENV_VAR", "MAX_FILES_PER_DIR", "MAX_FILE_BYTES", "SYSTEM_DIR", "Database", "check_file",
+    "extra_dirs", "load",
+]
 
 ENV_VAR = "RAY_ACCEL_SKU_DIR"
 SYSTEM_DIR = Path("/etc/ray_accel_ext/skus.d")

@@ -7,6 +7,11 @@ temp dir and ports, and the cluster its own auth token (``reference/ray-2.60.md`
 several clusters can run side by side and none depends on what an earlier ``ray.init()`` left in
 the home folder.
 
+Ports come from :func:`ray_accel_ext.testing.ports.free_port` (never one port twice in a
+process); a node whose ``ray start`` fails because a port was taken after all (another process
+bound it first), or because it timed out registering with a busy GCS, is started again on fresh
+ports and a fresh temp dir, up to ``PORT_ATTEMPTS`` starts in all.
+
 Each node also carries the label ``sim.rayaccel.io/node=<name>`` so tests can tell nodes apart;
 it is the harness's, not the hook's.
 
@@ -20,9 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,10 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..host.snapshot import snapshot_env
 from .fake_metadata import MetadataServers
+from .ports import free_port, is_port_collision
 from .snapshots import metadata_spec
 
-__all__ = ["SimulatedCluster", "SimNode", "NODE_NAME_LABEL", "HOOK"]
+__all__ = ["SimulatedCluster", "SimNode", "NODE_NAME_LABEL", "HOOK", "PORT_ATTEMPTS", "free_port", "with_this_package"]
 
 HOOK = "ray_accel_ext.ray_hook.start_hook"
 NODE_NAME_LABEL = "sim.rayaccel.io/node"
@@ -43,10 +50,16 @@ _READY_MARK = "Ray runtime started"
 _START_TIMEOUT_S = 120.0
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def with_this_package(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with this copy of ray_accel_ext first on ``PYTHONPATH``: ``ray start`` (a console
+    script) imports the hook from wherever the package is installed, which need not be the copy
+    under test (a source checkout next to an installed one)."""
+    here = str(Path(__file__).resolve().parents[2])
+    rest = env.get("PYTHONPATH", "")
+    return {**env, "PYTHONPATH": here + (os.pathsep + rest if rest else "")}
+
+
+PORT_ATTEMPTS = 4
 
 
 def _ray_executable() -> str:
@@ -94,7 +107,7 @@ class SimulatedCluster:
         self.object_store_bytes = object_store_mb * 1024 * 1024
         self.system_config = system_config
         self.root = Path(tempfile.mkdtemp(prefix="rasim", dir="/tmp"))
-        self.port = _free_port()
+        self.port = free_port()
         self.nodes: list[SimNode] = []
         self._saved_env: dict[str, str | None] = {}
         self._connected = False
@@ -134,19 +147,15 @@ class SimulatedCluster:
         if snapshot is not None:
             snapshot = Path(snapshot).resolve()
             node_env["RAY_ACCEL_ROOT"] = str(snapshot)
-            env_file = snapshot / "env.json"
-            if env_file.is_file():
-                import json
-
-                # What the pod/VM environment held (TPU_NAME, ...): Ray's own code in the raylet's
-                # workers reads some of it (ray.util.tpu reads TPU_NAME on the slice head).
-                node_env.update({str(k): str(v) for k, v in json.loads(env_file.read_text()).items()})
+            # What the pod/VM environment held (TPU_NAME, ...): Ray's own code in the raylet's
+            # workers reads some of it (ray.util.tpu reads TPU_NAME on the slice head).
+            node_env.update(snapshot_env(snapshot, {}))
             spec = metadata_spec(snapshot)
             if spec:
                 servers = MetadataServers(spec).start()
                 node_env.update(servers.env())
         node_env.update(env or {})
-        return SimNode(name, snapshot, node_env, temp_dir, temp_dir / "ray-start.log", servers=servers)
+        return SimNode(name, snapshot, with_this_package(node_env), temp_dir, temp_dir / "ray-start.log", servers=servers)
 
     def _argv(self, node: SimNode, head: bool, num_cpus: float, extra_args: Sequence[str]) -> list[str]:
         argv = [
@@ -156,10 +165,10 @@ class SimulatedCluster:
             f"--object-store-memory={self.object_store_bytes}",
             f"--temp-dir={node.temp_dir}",
             "--disable-usage-stats",
-            f"--dashboard-agent-listen-port={_free_port()}",
-            f"--dashboard-agent-grpc-port={_free_port()}",
-            f"--metrics-export-port={_free_port()}",
-            f"--runtime-env-agent-port={_free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
             "--node-manager-port=0",
             "--object-manager-port=0",
             "--min-worker-port=0",
@@ -167,26 +176,46 @@ class SimulatedCluster:
             f"--labels={NODE_NAME_LABEL}={node.name}",
         ]
         if head:
-            argv += ["--head", f"--port={self.port}", "--include-dashboard=false", f"--ray-client-server-port={_free_port()}"]
+            argv += ["--head", f"--port={self.port}", "--include-dashboard=false", f"--ray-client-server-port={free_port()}"]
             if self.system_config:
                 argv.append(f"--system-config={self.system_config}")
         else:
             argv += [f"--address={self.address}", "--include-log-monitor=false"]
         return argv + list(extra_args)
 
-    def _launch(self, node: SimNode, argv: list[str]) -> None:
+    def _launch(self, node: SimNode, head: bool, num_cpus: float, extra_args: Sequence[str]) -> None:
+        node.extra["start"] = (head, num_cpus, tuple(extra_args))
+        argv = self._argv(node, head, num_cpus, extra_args)
         with open(node.log_path, "wb") as log:
             node.process = subprocess.Popen(
                 argv, env=node.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, cwd=node.temp_dir,
             )
 
+    def _relaunch(self, node: SimNode) -> None:
+        """Start ``node`` again on fresh ports and a fresh temp dir (its last start lost a port)."""
+        self.kill_node(node, stop_servers=False)
+        attempt = node.extra.get("attempt", 0) + 1
+        node.extra["attempt"] = attempt
+        node.temp_dir = node.temp_dir.with_name(f"{node.temp_dir.name.split('-')[0]}-r{attempt}")
+        node.temp_dir.mkdir(parents=True)
+        node.log_path = node.temp_dir / "ray-start.log"
+        head, num_cpus, extra_args = node.extra["start"]
+        if head:
+            self.port = free_port()
+        self._launch(node, head, num_cpus, extra_args)
+
     def _wait_ready(self, node: SimNode, deadline: float) -> None:
         while time.monotonic() < deadline:
             if _READY_MARK in node.log():
                 return
             if node.process is not None and node.process.poll() is not None:
-                raise RuntimeError(f"ray start for node {node.name!r} exited with {node.process.returncode}:\n{node.log()[-4000:]}")
+                log = node.log()
+                if _retryable(log) and node.extra.get("attempt", 0) + 1 < PORT_ATTEMPTS:
+                    self._relaunch(node)
+                    deadline = max(deadline, time.monotonic() + _START_TIMEOUT_S)
+                    continue
+                raise RuntimeError(f"ray start for node {node.name!r} exited with {node.process.returncode}:\n{log[-4000:]}")
             time.sleep(0.1)
         raise TimeoutError(f"node {node.name!r} not up within {_START_TIMEOUT_S:.0f}s:\n{node.log()[-4000:]}")
 
@@ -211,7 +240,7 @@ class SimulatedCluster:
             head = not self.nodes
             node = self._prepare(snapshot, opts.get("name"), opts.get("env"))
             self.nodes.append(node)
-            self._launch(node, self._argv(node, head, opts.get("num_cpus") or 1, opts.get("extra_args") or ()))
+            self._launch(node, head, opts.get("num_cpus") or 1, opts.get("extra_args") or ())
             if head:
                 self._wait_ready(node, time.monotonic() + _START_TIMEOUT_S)
                 started.append(node)
@@ -266,7 +295,7 @@ class SimulatedCluster:
         node_id = self.node(name).node_id
         return next(n for n in ray.nodes() if n["NodeID"] == node_id)
 
-    def kill_node(self, node: SimNode) -> None:
+    def kill_node(self, node: SimNode, *, stop_servers: bool = True) -> None:
         """Stop one node hard (its process group and every process under its temp dir)."""
         if node.process is not None and node.process.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -274,7 +303,7 @@ class SimulatedCluster:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 node.process.wait(timeout=10)
         _kill_matching(str(node.temp_dir))
-        if node.servers is not None:
+        if stop_servers and node.servers is not None:
             node.servers.stop()
             node.servers = None
 
@@ -298,14 +327,28 @@ class SimulatedCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+# A worker node whose raylet did not register with the GCS in time (a machine so loaded that the
+# GCS answers late: "The current node timed out during startup", ray/_private/node.py) leaves
+# nothing behind that a second start would trip over.
+_STARTUP_TIMEOUT_MARK = "The current node timed out during startup"
+
+
+def _retryable(log: str) -> bool:
+    """Whether a failed ``ray start`` may simply be run again: a port was taken, or the node
+    timed out registering."""
+    return is_port_collision(log) or _STARTUP_TIMEOUT_MARK in log
+
+
 def _kill_matching(marker: str) -> None:
-    """Kill leftover processes whose command line names ``marker`` (our unique temp dir)."""
+    """Kill leftover processes whose command line names ``marker`` (our unique temp dir) as a
+    whole path component (node ``n1``'s marker does not match ``n10``)."""
     import psutil
 
     me = os.getpid()
+    pattern = re.compile(re.escape(marker) + r"(?=$|[/\s])")
     for proc in psutil.process_iter(["pid", "cmdline"]):
         try:
-            if proc.info["pid"] != me and any(marker in part for part in proc.info["cmdline"] or ()):
+            if proc.info["pid"] != me and any(pattern.search(part) for part in proc.info["cmdline"] or ()):
                 proc.kill()
         except (psutil.Error, TypeError):
             continue

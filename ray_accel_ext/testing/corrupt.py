@@ -35,6 +35,7 @@ from ..discovery import discover
 from ..errors import HostReadError
 from ..host import MAX_READ_BYTES, open_host
 from ..host.recording import RecordingHost
+from ..host.snapshot import COMMANDS_DIR, EXPECTED_FILE, LIBRARIES_DIR, ROOTFS
 from .snapshots import serve_snapshot
 
 __all__ = ["KINDS", "Targets", "Variant", "targets_of", "corrupt_copy", "make_variants", "remove_copy"]
@@ -80,7 +81,7 @@ def targets_of(snapshot: str | os.PathLike[str]) -> Targets:
         inner = open_host(snapshot, environ=env)
         rec = RecordingHost(inner)
         discover(rec)
-    rootfs = snapshot / "rootfs"
+    rootfs = snapshot / ROOTFS
     files: set[str] = set()
     dirs: set[str] = set()
 
@@ -99,7 +100,7 @@ def targets_of(snapshot: str | os.PathLike[str]) -> Targets:
         fs = canonical(host_path)
         if fs is not None and fs.is_dir() and fs != rootfs:
             dirs.add(str(fs.relative_to(snapshot)))
-    for sub in ("libraries", "commands"):
+    for sub in (LIBRARIES_DIR, COMMANDS_DIR):
         for p in sorted((snapshot / sub).glob("*.json")):
             files.add(str(p.relative_to(snapshot)))
     return Targets(tuple(sorted(files)), tuple(sorted(dirs)))
@@ -154,7 +155,7 @@ def corrupt_copy(
     if kind not in KINDS:
         raise ValueError(f"unknown kind of damage {kind!r} (known: {', '.join(KINDS)})")
     src, dst = Path(snapshot).resolve(), Path(dest)
-    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns("expected.json"),
+    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(EXPECTED_FILE),
                     copy_function=_link_or_copy)
     for dirpath, _dirnames, _filenames in os.walk(dst):
         os.chmod(dirpath, 0o755)

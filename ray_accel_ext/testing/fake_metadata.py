@@ -1,7 +1,13 @@
 """Loopback fakes of the GCE metadata server and EC2 IMDSv2, faithful in the parts discovery uses.
 
 * GCE: ``GET /computeMetadata/v1/<path>`` requires ``Metadata-Flavor: Google`` (403 without),
-  answers plain text with ``Metadata-Flavor: Google`` set, 404 for unknown paths.
+  answers plain text with ``Metadata-Flavor: Google`` set, 404 for unknown paths. A directory
+  (``instance/``) lists its entries, one a line, subdirectories with a trailing ``/``; with
+  ``?recursive=true`` it answers JSON as the real server does
+  (https://cloud.google.com/compute/docs/metadata/querying-metadata): built-in keys camelCase
+  (``machine-type`` -> ``machineType``), numbered directories as arrays
+  (``network-interfaces/0/ip`` -> ``networkInterfaces[0].ip``), ``id`` a JSON number, custom
+  attributes and service-account names as they are.
 * IMDSv2: ``PUT /latest/api/token`` with ``X-aws-ec2-metadata-token-ttl-seconds`` returns a token;
   ``GET /latest/meta-data/<path>`` requires ``X-aws-ec2-metadata-token`` (401 without or wrong).
 
@@ -22,17 +28,23 @@ Faults, per path (``"*"`` for every path; for IMDS the token call is the path ``
 ``status`` may be combined with ``html`` (a 503 page from a proxy). :data:`FAULT_CLASSES` names one
 fault per class, for tests that try them all.
 
+A recursive read of a directory takes the fault of its own path, else the first fault set on a key
+inside it (a key the server fails to serve fails the whole answer), else ``"*"``; a ``body`` fault
+on a key inside it only replaces that key's value in the JSON.
+
 Point clients at them with ``GCE_METADATA_HOST=127.0.0.1:<port>`` and
 ``AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:<port>`` (see :meth:`env`).
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from ..host.metadata import NAME_DIRS, camel
 from .loopback import LoopbackServer
 
 __all__ = ["FakeGceMetadata", "FakeImds", "MetadataServers", "FAULT_CLASSES", "HTML_ERROR_PAGE"]
@@ -69,8 +81,9 @@ class _Server(LoopbackServer):
     flavor = "base"
     methods = ("GET", "PUT")
 
-    def __init__(self, values: Mapping[str, str] | None = None, faults: Mapping[str, Mapping[str, Any]] | None = None):
-        super().__init__(faults)
+    def __init__(self, values: Mapping[str, str] | None = None, faults: Mapping[str, Mapping[str, Any]] | None = None,
+                 *, port: int = 0):
+        super().__init__(faults, port=port)
         self.name = self.flavor
         self.values = dict(values or {})
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
@@ -160,8 +173,9 @@ class FakeGceMetadata(_Server):
         return {"Metadata-Flavor": "Google"}
 
     def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
-        path = h.path.split("?", 1)[0]
+        path, _, query = h.path.partition("?")
         key = path[len(self.PREFIX):] if path.startswith(self.PREFIX) else path
+        recursive = "recursive=true" in query.lower().split("&")
         with self._lock:
             self.requests.append((method, key))
         if method != "GET":
@@ -170,19 +184,67 @@ class FakeGceMetadata(_Server):
         if h.headers.get("Metadata-Flavor") != "Google":
             self._send(h, 403, "Missing required header: Metadata-Flavor\n")
             return
-        fault = self._fault(key)
+        directory = key.endswith("/") and path.startswith(self.PREFIX)
+        inside = sorted(k for k in self.values if directory and k.startswith(key))
+        fault = self._directory_fault(key) if recursive and directory else self._fault(key)
         if self._apply_fault(h, fault):
             return
         if fault and "body" in fault:
             self._send(h, 200, str(fault["body"]), self._flavor_headers(), fault)
             return
-        if not path.startswith(self.PREFIX) or key not in self.values:
+        if key in self.values and path.startswith(self.PREFIX):
+            self._send(h, 200, self.values[key], self._flavor_headers(), fault)
+        elif inside and recursive:
+            doc = self._tree(key, inside)
+            self._send(h, 200, json.dumps(doc), {**self._flavor_headers(), "Content-Type": "application/json"}, fault)
+        elif inside:
+            entries = sorted({k[len(key):].split("/", 1)[0] + ("/" if "/" in k[len(key):] else "") for k in inside})
+            self._send(h, 200, "".join(e + "\n" for e in entries), self._flavor_headers(), fault)
+        else:
             self._send(h, 404, "not found\n", self._flavor_headers())
-            return
-        self._send(h, 200, self.values[key], self._flavor_headers(), fault)
+
+    def _directory_fault(self, key: str) -> dict[str, Any] | None:
+        """The fault of a recursive read: its own, else one set on a key inside (``body`` faults
+        excepted: they change a value, see :meth:`_tree`), else ``"*"``."""
+        if key in self.faults:
+            return self._fault(key)
+        for k in sorted(self.faults):
+            if k.startswith(key) and "body" not in self.faults[k]:
+                return self._fault(k)
+        return self._fault(key)
+
+    def _tree(self, key: str, inside: list[str]) -> Any:
+        """The recursive JSON of directory ``key``, built the way the real server spells it."""
+        root: dict[str, Any] = {}
+        for k in inside:
+            fault = self.faults.get(k)
+            value: Any = str(fault["body"]) if fault and "body" in fault else self.values[k]
+            parts = k[len(key):].split("/")
+            parent = key.rstrip("/").rpartition("/")[2]
+            node = root
+            for i, part in enumerate(parts):
+                name = part if parent in NAME_DIRS else camel(part)
+                if i == len(parts) - 1:
+                    if name == "id" and node is root and key == "instance/" and value.isdigit():
+                        value = int(value)
+                    node[name] = value
+                else:
+                    node = node.setdefault(name, {})
+                parent = part
+        return _arrays(root)
 
     def env(self) -> dict[str, str]:
         return {"GCE_METADATA_HOST": self.address}
+
+
+def _arrays(node: Any) -> Any:
+    """Numbered directories (``0``, ``1``, ...) become JSON arrays, as in the real server's answer."""
+    if not isinstance(node, dict):
+        return node
+    out = {k: _arrays(v) for k, v in node.items()}
+    if out and all(k.isdigit() for k in out):
+        return [out[k] for k in sorted(out, key=int)]
+    return out
 
 
 class FakeImds(_Server):
@@ -190,8 +252,8 @@ class FakeImds(_Server):
 
     flavor = "imds"
 
-    def __init__(self, values=None, faults=None):
-        super().__init__(values, faults)
+    def __init__(self, values=None, faults=None, *, port: int = 0):
+        super().__init__(values, faults, port=port)
         self.tokens: set[str] = set()
 
     def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:

@@ -14,10 +14,14 @@ Hostile *values* (nested JSON, a huge instance id) need no special server: put t
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterable, Mapping
+from types import SimpleNamespace
 from typing import Any
+
+from .fake_metadata import FakeGceMetadata
 
 __all__ = ["BEHAVIOURS", "HostileGce", "nested_json"]
 
@@ -114,15 +118,21 @@ class HostileGce:
                 method, _, rest = lines[0].partition(" ")
                 target = rest.partition(" ")[0]
                 headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
-                path = target.partition("?")[0].removeprefix("/computeMetadata/v1/")
+                path, _, query = target.partition("?")
+                path = path.removeprefix("/computeMetadata/v1/")
+                inside = sorted(k for k in self.values if path.endswith("/") and k.startswith(path))
                 with self._lock:
                     self.requests.append(path)
                 if headers.get("metadata-flavor") != "Google":
                     self._send(conn, 403, b"Missing Metadata-Flavor:Google header.")
-                elif self.paths is None or path in self.paths:
-                    self._hostile(conn)
+                elif self.paths is None or path in self.paths or any(k in self.paths for k in inside):
+                    self._hostile(conn)  # a recursive read of a directory holding a hostile key too
                 elif path in self.values:
                     self._send(conn, 200, self.values[path].encode())
+                elif inside and "recursive=true" in query.lower():
+                    # The recursive JSON, spelled as the well-behaved fake spells it.
+                    doc = FakeGceMetadata._tree(SimpleNamespace(faults={}, values=self.values), path, inside)
+                    self._send(conn, 200, json.dumps(doc).encode())
                 else:
                     self._send(conn, 404, b"not found")
             except OSError:

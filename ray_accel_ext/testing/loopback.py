@@ -7,6 +7,7 @@ the first N requests of that key; ``"*"`` matches every key).
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,8 +33,10 @@ class LoopbackServer:
 
     name = "loopback"
     methods: tuple[str, ...] = ("GET",)
+    #: the loopback address to listen on: ``127.0.0.1``, or ``::1`` for a client's IPv6 path
+    host = "127.0.0.1"
 
-    def __init__(self, faults: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def __init__(self, faults: Mapping[str, Mapping[str, Any]] | None = None, *, port: int = 0) -> None:
         #: seconds between shutdown checks of the serving loop (http.server's default 0.5 s made
         #: every stop cost half a second)
         self.poll_interval_s = 0.05
@@ -42,9 +45,10 @@ class LoopbackServer:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
+        self._port = port  # 0: a free one
 
     def start(self):
-        """Listen on a free port of 127.0.0.1 and serve in a daemon thread."""
+        """Listen on ``host`` (127.0.0.1; a free port unless one was given) and serve in a daemon thread."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -55,7 +59,10 @@ class LoopbackServer:
 
         for method in self.methods:
             setattr(Handler, f"do_{method}", lambda h, m=method: server._handle(h, m))
-        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), Handler)
+        server_cls = _QuietHTTPServer
+        if ":" in self.host:
+            server_cls = type("_QuietHTTPServer6", (_QuietHTTPServer,), {"address_family": socket.AF_INET6})
+        self._httpd = server_cls((self.host, self._port), Handler)
         threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": self.poll_interval_s},
             daemon=True, name=f"fake-{self.name}",
@@ -83,7 +90,7 @@ class LoopbackServer:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     @property
     def url(self) -> str:

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..compat import is_tested_ray, ray_version, tested_range_text
+from ..backends._sku import UNKNOWN_SKU_MARK
+from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, missing_features, ray_version, tested_range_text
 from ..discovery import discover
 from ..errors import HostReadError
 from ..host import FsHost
@@ -26,7 +27,7 @@ from ..hw.pci import PCI_DEVICES, read_ids
 from ..model import NodeInventory
 from ..registry import DISABLE_ENV, FamilyInfo, disabled_names, families, family_of_pci
 
-__all__ = ["Finding", "Diagnosis", "diagnose", "CAUSES"]
+__all__ = ["Finding", "Diagnosis", "diagnose", "explain", "CAUSES"]
 
 # cause -> (severity, fix). Severity: "error" (accelerators or facts lost), "warning" (works, but
 # something the operator should know), "info".
@@ -62,13 +63,29 @@ CAUSES: dict[str, tuple[str, str]] = {
                                         "--http-endpoint enabled --http-put-response-hop-limit 2`)"),
     "metadata-error": ("error", "the metadata server answered with an error: retry; if it persists, check the "
                                 "instance's metadata configuration"),
+    "metadata-disabled": ("warning", "AWS_EC2_METADATA_DISABLED=true switches the EC2 metadata service off for this "
+                                     "process: unset it to get zone, region and instance topology labels"),
+    "sku-unknown": ("warning", "the devices are counted and scheduled; to give them their SKU, generation and memory, "
+                               "add their PCI id to an extra SKU file in a directory named by RAY_ACCEL_SKU_DIR or "
+                               "/etc/ray_accel_ext/skus.d (format: ray_accel_ext/skus/SCHEMA.md; check it with "
+                               "`ray-accel skus --validate FILE`), or upgrade ray-accel-ext"),
+    "sku-file": ("warning", "fix the extra SKU file named in the message (`ray-accel skus --validate FILE` shows the "
+                            "field at fault) or remove it; until then the node uses the built-in SKU data"),
     "ray-missing": ("warning", "install Ray: `pip install 'ray-accel-ext[ray]'`"),
     "ray-version": ("warning", f"install a tested Ray ({tested_range_text()}): `pip install 'ray-accel-ext[ray]'`; "
-                               "the start hook uses only Ray's public node parameters and keeps working, untested"),
+                               "the start hook uses only public Ray inputs and still runs"),
+    "ray-feature": ("info", "upgrade Ray to get the feature (`pip install -U 'ray[default]'`); until then this "
+                            "package works without it as the message says"),
     "no-accelerators": ("info", "if this node should have accelerators, check that the VM/pod was given them "
                                 "(KubeRay: resource limits google.com/tpu, nvidia.com/gpu, aws.amazon.com/neuron) "
                                 "and that /sys is the host's"),
     "degraded": ("error", "see the message; record the host with `ray-accel record DIR` and report it"),
+    "device-gone": ("error", "a device left the PCI bus or reset after the node started: check the kernel log (`dmesg`: Xid, "
+                             "AER, link down) and the device; restart the Ray node to relabel it once fixed"),
+    "device-added": ("warning", "restart the Ray node so that its resources and labels count the new device"),
+    "probe-failed": ("error", "the node did not run its inventory probe (a zero-CPU task pinned to it): check that "
+                              "the node is alive and its raylet accepts tasks; run `ray-accel doctor` on the node"),
+    "start-degraded": ("error", "run `ray-accel doctor` on the node; its `ray start` log has the discovery reasons"),
 }
 
 
@@ -124,6 +141,7 @@ _ERROR_CLASS_CAUSE = {
     "MetadataTimeout": "metadata-timeout",
     "MetadataRateLimited": "metadata-rate-limited",
     "MetadataServerError": "metadata-error",
+    "MetadataDisabled": "metadata-disabled",
     "DescriptionError": "description-invalid",
     "TopologyStringError": "degraded",
 }
@@ -145,6 +163,8 @@ def _host_error_cause(err: dict[str, Any]) -> str:
 
 
 _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"AWS_EC2_METADATA_DISABLED"), "metadata-disabled"),
+    (re.compile(re.escape(UNKNOWN_SKU_MARK)), "sku-unknown"),
     (re.compile(r"/api/token: HTTP 40[135]"), "metadata-token-refused"),
     (re.compile(r"HTTP 429"), "metadata-rate-limited"),
     (re.compile(r"did not answer|not asked", re.I), "metadata-timeout"),
@@ -186,14 +206,42 @@ def _plain(cause: str, backend: str | None, raw: str) -> str:
         "metadata-unreachable": "the cloud metadata server could not be reached, so provider facts are missing",
         "metadata-error": "the cloud metadata server answered with an error, so provider facts are missing",
         "metadata-token-refused": "the EC2 metadata service refused an IMDSv2 token, so provider facts are missing",
+        "metadata-disabled": "the EC2 metadata service is switched off in this environment, so provider facts are missing",
         "tool-missing": "a tool discovery needs is not installed",
         "tool-failed": "a tool discovery runs failed",
         "file-unreadable": "a file discovery needs could not be read (unreadable, broken or corrupt)",
         "file-missing": "a file discovery needs does not exist",
         "description-invalid": "the backend produced a description that does not validate",
+        "sku-unknown": "devices whose PCI id the SKU database does not know were counted without a known SKU",
         "degraded": "discovery could not read everything",
     }.get(cause, "discovery could not read everything")
     return f"{who}{words}: {raw}"
+
+
+_REASON_RE = re.compile(r"^(?P<backend>[A-Za-z0-9_.-]+)(?: (?P<stage>load|detect|describe|budget))?: (?:(?P<error>[A-Za-z]+Error|"
+                        r"Metadata[A-Za-z]+|[A-Za-z]+Timeout|[A-Za-z]+RateLimited): )?(?P<raw>.*)$", re.S)
+
+
+def explain(reason: str) -> Finding:
+    """The cause, plain words and fix for one line of ``ClusterNode.reasons()`` (what the
+    dashboard and ``ray-accel cluster`` show next to a degraded node)."""
+    if "after the node started" in reason:
+        return _finding("device-added" if " appeared " in reason else "device-gone", reason)
+    if reason.startswith("inventory probe failed"):
+        return _finding("probe-failed", reason)
+    if reason.startswith("started with "):
+        return _finding("start-degraded", reason)
+    m = _REASON_RE.match(reason)
+    if m is None:
+        cause = _text_cause(reason)
+        return _finding(cause, _plain(cause, None, reason), detail=reason)
+    backend, stage, error, raw = m["backend"], m["stage"], m["error"], m["raw"]
+    if stage == "load":
+        return _finding("backend-load", f"the backend {backend} failed to load: {raw}", backend=backend, detail=reason)
+    if stage == "budget":
+        return _finding("budget", f"the backend {backend} {raw}", backend=backend, detail=reason)
+    cause = _ERROR_CLASS_CAUSE.get(error or "", "") or _text_cause(raw)
+    return _finding(cause, _plain(cause, backend, raw), backend=backend, detail=reason)
 
 
 # -- probes -------------------------------------------------------------------------------------
@@ -222,7 +270,9 @@ def _probe_families(host: FsHost, inventory: NodeInventory, disabled: set[str]) 
     failed = {p.backend for p in inventory.problems}
     # A family a backend described fully shows its driver works (NVML, neuron-ls, chips answered);
     # the driver's footprint is probed only where something is missing.
-    partial = {d.backend for d in inventory.descriptions if d.degraded or _library_absent(d)}
+    # A device id the SKU database lacks says nothing about the driver.
+    partial = {d.backend for d in inventory.descriptions
+               if any(UNKNOWN_SKU_MARK not in p for p in d.problems) or _library_absent(d)}
     known = families()
     by_name = {f.backend: f for f in known}
     for backend, bdfs in sorted(_pci_accelerators(host, known).items()):
@@ -267,11 +317,17 @@ def _probe_ray() -> tuple[str | None, list[Finding]]:
     version = ray_version()
     if version is None:
         return None, [_finding("ray-missing", "Ray is not installed in this Python environment")]
-    if not is_tested_ray(version):
-        return version, [_finding("ray-version",
-                                  f"Ray {version} is outside the range this package is tested with "
-                                  f"({tested_range_text()})", detail=version)]
-    return version, []
+    out = []
+    if not is_supported_ray(version):
+        out.append(_finding("ray-version", f"Ray {version} is older than the oldest supported release "
+                            f"({MIN_RAY_VERSION[0]}.{MIN_RAY_VERSION[1]})", detail=version))
+    elif not is_tested_ray(version):
+        out.append(_finding("ray-version", f"Ray {version} is outside the range this package is tested with "
+                            f"({tested_range_text()})", detail=version))
+    for feature in missing_features(version) if is_supported_ray(version) else ():
+        out.append(_finding("ray-feature", f"Ray {version} lacks {feature.name} (Ray {feature.since[0]}."
+                            f"{feature.since[1]} and newer): {feature.without}", detail=feature.where))
+    return version, out
 
 
 # -- entry point --------------------------------------------------------------------------------
@@ -285,7 +341,9 @@ def diagnose(host: FsHost) -> Diagnosis:
 
     for p in inventory.problems:
         detail = f"{p.error}: {p.message}"
-        if p.stage == "load":
+        if p.backend == "skus":
+            findings.append(_finding("sku-file", f"an extra SKU file was ignored: {p.message}", detail=detail))
+        elif p.stage == "load":
             findings.append(_finding("backend-load", f"the backend {p.backend} failed to load: {p.message}",
                                      backend=p.backend, detail=detail))
         elif p.stage == "budget":

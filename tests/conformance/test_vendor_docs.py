@@ -78,4 +78,21 @@ def test_vendor_example_checklist_table(acme_project):
     assert "PASS    Registered through the ray_accel_ext.backends entry point" in proc.stdout
     assert "SKIP    Capabilities declared as data, and delivered" not in proc.stdout
     assert "acme_npu does not declare Capabilities(fabric_domains=True) (+4 more)" in proc.stdout
-    assert "PASS: 35 passed, 0 failed, 6 skipped" in proc.stdout
+    # the seventh skip: the example declares no pci_ids (CHECKLIST item 11 applies to PCI devices)
+    assert "acme_npu declares no pci_ids" in proc.stdout
+    assert "PASS: 35 passed, 0 failed, 7 skipped" in proc.stdout
+
+
+DOWNSTREAM = REPO / "tests" / "downstream" / "ray_accel_ext_acme"
+
+
+def test_the_separately_packaged_backend_is_this_example():
+    """CI installs tests/downstream/ray_accel_ext_acme with pip and runs the suite on it
+    (ci/conformance.sh): its code and entry point are this document's, unchanged."""
+    (code,) = _blocks("python")
+    assert (DOWNSTREAM / "src" / "ray_accel_ext_acme" / "__init__.py").read_text() == code
+    (toml,) = _blocks("toml")
+    package = tomllib.loads((DOWNSTREAM / "pyproject.toml").read_text())
+    assert package["project"]["entry-points"] == tomllib.loads(toml)["project"]["entry-points"]
+    for script in ("ci/conformance.sh", "ci/test.sh"):
+        assert "tests/downstream/ray_accel_ext_acme" in (REPO / script).read_text(), script

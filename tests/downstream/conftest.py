@@ -4,4 +4,4 @@ They are pip-installed and tested from their own directory by ``ci/conformance.s
 pluggy's ``downstream/``), never collected by this repository's own test run.
 """
 
-collect_ignore = ["ray_accel_ext_amd"]
+collect_ignore = ["ray_accel_ext_acme"]

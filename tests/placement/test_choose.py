@@ -243,13 +243,18 @@ def test_placement_event_is_one_json_line_with_incident_fields(caplog):
 def test_inventory_counts_nodes_by_discovery_result():
     inv = slices(2) + [node("g", "G", gen="blackwell", acc="GB200", **{"rayaccel.io/discovery": "degraded"})]
     counts = inventory_metrics(inv)
-    assert counts[("v6e", "none", "none", "none")] == 8
-    assert counts[("blackwell", "none", "degraded", "none")] == 1
+    # unknown values are empty strings, never "none"
+    assert counts[("v6e", "", "", "")] == 8
+    assert counts[("blackwell", "", "degraded", "")] == 1
 
 
-def test_topology_strategy_is_used_only_on_the_tested_ray_range():
+def test_topology_strategy_is_used_only_where_ray_has_it_and_is_tested():
     assert use_topology_strategy(None, "2.60.0") is True
-    assert use_topology_strategy(None, "2.61.0") is False  # falls back to bundle_label_selector + strategy
+    assert use_topology_strategy(None, "2.57.1") is True  # the first release with it (compat.RAY_FEATURES)
+    assert use_topology_strategy(None, "2.56.1") is False  # falls back to bundle_label_selector + strategy
+    assert use_topology_strategy(None, "2.61.0") is False  # newer than the tested range
     assert use_topology_strategy(False, "2.60.0") is False
-    with pytest.raises(RayVersionError, match="tested only with Ray 2.60"):
-        use_topology_strategy(True, "2.59.1")
+    with pytest.raises(RayVersionError, match=r"topology_strategy needs Ray 2.57 or newer .*installed: 2.55.1"):
+        use_topology_strategy(True, "2.55.1")
+    with pytest.raises(RayVersionError, match="tested only with Ray 2.55 to 2.60"):
+        use_topology_strategy(True, "2.61.0")

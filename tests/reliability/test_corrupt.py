@@ -32,8 +32,7 @@ from ray_accel_ext.testing.snapshots import golden_of, serve_snapshot, snapshot_
 from tests.support.paths import HOSTS, REPO
 from tests.support.reliability import SURPRISES, Results, label_errors, surprises, without_dac_override
 
-DOWNSTREAM = REPO / "tests/downstream/ray_accel_ext_amd/tests/hosts"
-SNAPSHOTS = snapshot_dirs(HOSTS) + (snapshot_dirs(DOWNSTREAM) if DOWNSTREAM.is_dir() else [])
+SNAPSHOTS = snapshot_dirs(HOSTS)
 BUDGET_S = 3.0
 GRACE_S = 0.5  # thread start/join and the adapter, on a busy 2-core machine
 PER_KIND = 2

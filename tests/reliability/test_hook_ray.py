@@ -23,7 +23,7 @@ from ray_accel_ext.testing.cluster import NODE_NAME_LABEL, SimulatedCluster  # n
 from ray_accel_ext.testing.corrupt import make_variants, remove_copy, targets_of  # noqa: E402
 from ray_accel_ext.testing.fake_metadata import FAULT_CLASSES  # noqa: E402
 from ray_accel_ext.testing.snapshots import metadata_spec  # noqa: E402
-from tests.support.paths import HOSTS, REPO  # noqa: E402
+from tests.support.paths import HOSTS  # noqa: E402
 from tests.support.reliability import Results, label_errors  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -117,8 +117,7 @@ def test_ray_start_under_each_fault_class(tmp_path):
     # A baseline and three faulted nodes at a time: more `ray start`s registering at once can
     # exceed the GCS RPC deadline on the shared 2-core machine (testing/domains.add_in_batches).
     batches = [specs[i:i + 3] for i in range(0, len(specs), 3)]
-    # PYTHONPATH: the `ray start` processes run this checkout's code (not whatever is installed).
-    env = {"RAY_ACCEL_BUDGET_S": str(BUDGET_S), "PYTHONPATH": str(REPO)}
+    env = {"RAY_ACCEL_BUDGET_S": str(BUDGET_S)}
     failures: list[str] = []
     try:
         with SimulatedCluster() as cluster:

@@ -52,7 +52,7 @@ from ray_accel_ext.testing.hostile import (  # noqa: E402
 )
 from ray_accel_ext.testing.hostile_metadata import BEHAVIOURS, HostileGce, nested_json  # noqa: E402
 from ray_accel_ext.testing.snapshots import metadata_spec  # noqa: E402
-from tests.support.paths import HOSTS, REPO  # noqa: E402
+from tests.support.paths import HOSTS  # noqa: E402
 from tests.support.reliability import (  # noqa: E402
     HookCluster,
     Results,
@@ -88,16 +88,11 @@ def _write_results():
     _results.write()
 
 
-def _path(*extra) -> str:
-    """``PYTHONPATH`` for a ``ray start``: this checkout first (the code under test), then ``extra``."""
-    return os.pathsep.join([str(REPO), *map(str, extra)])
-
-
 def _node_plans(tmp_path, stack):
     """[(node name, snapshot, env, families that must be there, [(group, class, needle)], [prefix])]."""
     plans = []
     site = install_hostile_backends(tmp_path / "site")
-    plans.append(("backends", H100, {"PYTHONPATH": _path(site)}, {"nvidia_gpu"},
+    plans.append(("backends", H100, {"PYTHONPATH": str(site)}, {"nvidia_gpu"},
                   [("hostile third-party backend", b.what, b.name) for b in HOSTILE_BACKENDS]))
 
     files = copy_snapshot(H100, tmp_path / "files")
@@ -199,7 +194,6 @@ def test_ray_start_on_a_hostile_host(tmp_path):
     with contextlib.ExitStack() as stack, HookCluster() as hc:
         plans = _node_plans(tmp_path, stack)
         cluster = hc.cluster
-        cluster.base_env["PYTHONPATH"] = _path()
         cluster.add_node(HEAD, name="head", num_cpus=1)
         cluster.connect()
         marker = str(cluster.root)

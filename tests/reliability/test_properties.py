@@ -21,14 +21,15 @@ from hypothesis import strategies as st
 from ray._private.parameter import RayParams
 
 from ray_accel_ext.adapter import to_ray_node
+from ray_accel_ext.backends.amd_gpu import kfd
 from ray_accel_ext.backends.neuron.read import parse_core_list, parse_neuron_ls
 from ray_accel_ext.backends.nvidia_gpu import nvml as _nvml
 from ray_accel_ext.backends.tpu.backend import parse_tpu_env
+from ray_accel_ext.backends.tpu.layout import HostFacts, slice_layout
 from ray_accel_ext.backends.tpu.topology import (
     GENERATIONS,
     parse_accelerator_type,
     parse_topology,
-    slice_shape,
 )
 from ray_accel_ext.discovery import discover
 from ray_accel_ext.errors import HostReadError, TopologyStringError
@@ -134,28 +135,37 @@ _GEN_NAMES = [g.name for g in GENERATIONS] + ["v7x", "v5e", "tpu-v6e", "V6E", "v
 def test_accelerator_type_parses_or_names_the_problem(text):
     acc = tally("TPU accelerator type")(parse_accelerator_type, text, errors=(TopologyStringError,))
     if acc is not None:
-        assert acc.chips >= 1 and acc.hosts >= 1
-        assert acc.chips == acc.chips_per_host * acc.hosts
+        assert acc.chips >= 1 and 1 <= acc.nominal_chips_per_host <= min(acc.chips, 8)
         assert acc.suffix == acc.chips * acc.generation.cores_per_chip
         assert re.fullmatch(r"(v|tpu)\d+[a-z]*-\d+", acc.ray_pod_type) or acc.ray_pod_type.startswith("v")
 
 
+def _layout(gen, n, topo, seen):
+    acc, problems = parse_accelerator_type(f"{gen}-{n}"), []
+    return slice_layout(acc, parse_topology(topo), HostFacts(chips_seen=seen), problems), problems
+
+
 @FAST
-@given(st.sampled_from(_GEN_NAMES), st.integers(1, 4096), st.lists(st.integers(1, 32), min_size=2, max_size=3))
-def test_slice_shape_is_consistent_or_refused(gen, n, dims):
+@given(st.sampled_from(_GEN_NAMES), st.integers(1, 4096), st.lists(st.integers(1, 32), min_size=2, max_size=3),
+       st.sampled_from([1, 2, 4, 8]))
+def test_slice_layout_is_consistent_or_says_why(gen, n, dims, seen):
     topo = "x".join(map(str, dims))
-    shape = tally("TPU type + topology")(slice_shape, f"{gen}-{n}", topo, errors=(TopologyStringError,))
-    if shape is None:
+    result = tally("TPU type + topology")(_layout, gen, n, topo, seen, errors=(TopologyStringError,))
+    if result is None:
         return
-    assert shape.hosts == shape.accelerator_type.hosts
-    per_host = shape.accelerator_type.chips_per_host
-    seen = set()
-    for worker in range(min(shape.hosts, 16)):
-        for chip in range(per_host):
-            c = shape.chip_coords(worker, chip)
-            assert all(0 <= x < d for x, d in zip(c, shape.topology.dims)), (worker, chip, c)
-            seen.add(c)
-    assert len(seen) == min(shape.hosts, 16) * per_host  # no two chips share a coordinate
+    layout, problems = result
+    if layout.hosts * seen != layout.accelerator_type.chips:
+        assert problems
+    ici = layout.ici
+    if ici is None:
+        return
+    seen_at = set()
+    for worker in range(min(ici.hosts, 16)):
+        for chip in range(ici.chips_per_host):
+            c = ici.slice_coords(worker, chip)
+            assert all(0 <= x < d for x, d in zip(c, ici.topology)), (worker, chip, c)
+            seen_at.add(c)
+    assert len(seen_at) == min(ici.hosts, 16) * ici.chips_per_host  # no two chips share a coordinate
 
 
 # -- tpu-env ------------------------------------------------------------------------------------
@@ -231,15 +241,9 @@ def test_neuron_ls_deep_nesting_is_a_clear_problem(tmp_path):
     _results.add("parser input", "neuron-ls JSON", "degraded", detail="50k nested brackets through the backend")
 
 
-# -- KFD properties (downstream AMD package) ----------------------------------------------------
-
-try:
-    from ray_accel_ext_amd import kfd  # type: ignore[no-redef]
-except ImportError:  # the downstream package is installed by ci/test.sh
-    kfd = None
+# -- KFD properties (AMD backend) ----------------------------------------------------------------
 
 
-@pytest.mark.skipif(kfd is None, reason="ray-accel-ext-amd (tests/downstream) not installed")
 @FAST
 @given(st.one_of(HOSTILE, st.lists(st.tuples(st.text(max_size=20), st.one_of(st.integers(-2**64, 2**64).map(str), HOSTILE)), max_size=8)
                  .map(lambda kv: "\n".join(f"{k} {v}" for k, v in kv))))

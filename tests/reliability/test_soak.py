@@ -29,11 +29,10 @@ from ray_accel_ext.ray_hook import node_spec
 from ray_accel_ext.testing.corrupt import KINDS, make_variants, remove_copy
 from ray_accel_ext.testing.fake_metadata import FAULT_CLASSES, MetadataServers
 from ray_accel_ext.testing.snapshots import metadata_spec, snapshot_dirs
-from tests.support.paths import HOSTS, REPO
+from tests.support.paths import HOSTS
 from tests.support.reliability import Results, label_errors
 
-DOWNSTREAM = REPO / "tests/downstream/ray_accel_ext_amd/tests/hosts"
-SNAPSHOTS = snapshot_dirs(HOSTS) + (snapshot_dirs(DOWNSTREAM) if DOWNSTREAM.is_dir() else [])
+SNAPSHOTS = snapshot_dirs(HOSTS)
 DISCOVERIES = 200
 WARMUP = 20
 BUDGET_S = 1.5           # a smaller budget than the default 3 s keeps the soak short; same code path

@@ -1,82 +1,78 @@
-"""Make ``docs/dashboard.png``: the dashboard over a simulated cluster with TPU slices and a GB200
-NVLink domain.
+"""Make the dashboard screenshots in ``docs/`` (desktop size, 1600 px wide, headless Chromium).
 
-    .venv/bin/python -m tests.ops.dashboard_screenshot docs/dashboard.png
+    .venv/bin/python -m tests.support.dashboard_screenshot docs
 
-The cluster: a CPU head; TPU v6e 4x4 slice ``slice-a`` with all 4 hosts and ``slice-b`` with 2 of
-its 4 (workers derived from the recorded GKE worker-0 snapshot by changing ``TPU_NAME``,
-``TPU_WORKER_ID`` and the hostname, as the KubeRay TPU webhook would set them); two GB200 NVL72
-trays of one NVLink domain (the recorded tray and a copy with another hostname); one v6e host
-whose metadata server hangs, so it comes up degraded. Placement groups: one per slice-a (4
-bundles) and one on the GB200 domain. Every node is a real ``ray start`` through the hook.
+The cluster is the synthetic one of :mod:`tests.support.synthetic_cluster` (every node a recorded
+host snapshot with its identity changed; holders, placement groups and metrics in the shapes
+Ray's raylets, state API and metrics exporters give them), 240 nodes for the detail views and
+1,000 for the overview, served by the real ``DashboardServer``. Writes:
+
+* ``dashboard.png``: the overview with a TPU v6e 4x4 slice opened and one of its hosts selected
+  (the README image);
+* ``dashboard-tpu-slice.png``: a v6e 4x4 slice missing a host, as its chip grid in slice
+  coordinates with host boundaries and the placement group holding it;
+* ``dashboard-nvlink-domain.png``: a GB200 NVL72 NVLink domain with 16 of its 18 trays, in rank
+  order around the NVLink switch, half of it held by a serving placement group;
+* ``dashboard-host.png``: an H100 DGX as lstopo draws it, with its ``nvidia-smi topo -m`` matrix,
+  a lost GPU and the doctor's advice;
+* ``dashboard-overview.png``: 1,000 nodes, domains collapsed to tiles, largest first.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
-HOSTS = Path(__file__).resolve().parent.parent / "data" / "hosts"
+from ray_accel_ext.cluster.dashboard import DashboardServer
+from tests.support.chromium import Browser
+from tests.support.dashboard_checks import READY
+from tests.support.synthetic_cluster import synthetic_cluster
 
-
-def _derive(src: Path, dst: Path, hostname: str, env: dict[str, str]) -> Path:
-    shutil.copytree(src, dst, symlinks=True)
-    (dst / "rootfs/proc/sys/kernel/hostname").write_text(hostname + "\n")
-    data = json.loads((dst / "env.json").read_text())
-    data.update(env)
-    (dst / "env.json").write_text(json.dumps(data, indent=2))
-    return dst
+WIDTH = 1600
 
 
-def build_hosts(work: Path) -> list[tuple[Path, str]]:
-    """(snapshot, node name) of every node but the head."""
-    w0 = HOSTS / "tpu" / "gke-v6e-4x4-worker0"
-    out: list[tuple[Path, str]] = []
-    for slice_name, workers in (("slice-a", (0, 1, 2, 3)), ("slice-b", (0, 3))):
-        hostnames = ",".join(f"{slice_name}-w-{i}.{slice_name}-svc" for i in range(4))
-        for i in workers:
-            host = f"gke-tpu-v6e-{slice_name[-1]}-{i}"
-            snap = _derive(w0, work / host, host, {"TPU_NAME": slice_name, "TPU_WORKER_ID": str(i),
-                                                    "TPU_WORKER_HOSTNAMES": hostnames})
-            out.append((snap, host))
-    tray = HOSTS / "nvidia_gpu" / "gb200-nvl72-tray"
-    out.append((tray, "nvl72-tray05"))
-    out.append((_derive(tray, work / "nvl72-tray06", "nvl72-r07-tray06", {}), "nvl72-tray06"))
-    out.append((HOSTS / "tpu" / "gce-v6e-4-metadata-timeout", "v6e-md-timeout"))
-    return out
+def _clip(b: Browser, selector: str, pad: int = 8) -> dict[str, float]:
+    r = json.loads(b.evaluate(f"JSON.stringify((() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+                              " return {x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height}; })())"))
+    return {"x": max(0, r["x"] - pad), "y": max(0, r["y"] - pad), "width": r["width"] + 2 * pad, "height": r["height"] + 2 * pad}
+
+
+def _key(domain: dict) -> str:
+    return quote(f"{domain['level']}:{domain['id']}", safe="")
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, str(HOSTS.parent.parent))
-    from ray_accel_ext.cluster.dashboard import DashboardServer
-    from ray_accel_ext.cluster.inventory import InventoryCollector
-    from ray_accel_ext.testing.cluster import SimulatedCluster
-    from tests.ops.chromium import screenshot
+    out = Path((argv or sys.argv[1:] or ["docs"])[0])
+    doc = synthetic_cluster(240)
+    big = synthetic_cluster(1000)
+    nodes = {n["node_id"]: n for n in doc["nodes"]}
+    held_slice = next(d for d in doc["domains"] if d["kind"] == "tpu-slice" and d["placement_groups"])
+    gap_slice = next(d for d in doc["domains"] if d["kind"] == "tpu-slice" and d["complete"] is False)
+    nvl = next(d for d in doc["domains"] if d["kind"] == "nvlink-domain" and d["placement_groups"] and d["complete"] is False
+               ) if any(d["kind"] == "nvlink-domain" and d["placement_groups"] and d["complete"] is False for d in doc["domains"]) else \
+        next(d for d in doc["domains"] if d["kind"] == "nvlink-domain" and d["placement_groups"])
+    dgx = next(n for n in doc["nodes"] if n["hostname"].startswith("dgx-h100") and n["degraded"])
+    with DashboardServer(lambda: doc, refresh_s=3600) as server, DashboardServer(lambda: big, refresh_s=3600) as big_server, \
+            Browser(width=WIDTH, height=1000) as b:
+        w0 = held_slice["nodes"][0]
+        b.navigate(server.url + f"#open={_key(held_slice)}&host={w0}&device=tpu:1", ready=READY)
+        b.screenshot(out / "dashboard.png")
 
-    target = Path((argv or sys.argv[1:] or ["docs/dashboard.png"])[0])
-    with tempfile.TemporaryDirectory(prefix="dash-hosts-") as tmp, SimulatedCluster() as cluster:
-        cluster.add_node(None, name="head", num_cpus=1)
-        hosts = build_hosts(Path(tmp))
-        for i in range(0, len(hosts), 3):  # a few at a time: a busy 2-core machine times out on nine at once
-            cluster.add_nodes([(snap, {"name": name}) for snap, name in hosts[i:i + 3]])
-        cluster.connect()
-        import ray
-        from ray.util.placement_group import placement_group
+        b.navigate(server.url + f"#open={_key(gap_slice)}", ready=READY)
+        b.screenshot(out / "dashboard-tpu-slice.png", clip=_clip(b, "article.tile.open"))
 
-        pgs = [
-            placement_group([{"TPU": 4}] * 4, strategy="STRICT_SPREAD", name="jax-train-slice-a",
-                            bundle_label_selector=[{"ray.io/tpu-slice-name": "slice-a"}] * 4),
-            placement_group([{"GPU": 4}] * 2, strategy="STRICT_SPREAD", name="llm-serve-nvl72",
-                            bundle_label_selector=[{"ray.io/accelerator-type": "GB200"}] * 2),
-        ]
-        ray.get([pg.ready() for pg in pgs], timeout=120)
-        collector = InventoryCollector()
-        with DashboardServer(lambda: collector.gather().to_dict(), refresh_s=5) as server:
-            screenshot(server.url, target, width=1400, height=2300)
-    print(f"wrote {target}")
+        b.navigate(server.url + f"#open={_key(nvl)}&host={nvl['nodes'][0]}&device=nvidia_gpu:0", ready=READY)
+        b.screenshot(out / "dashboard-nvlink-domain.png", clip=_clip(b, "article.tile.open"))
+
+        b.navigate(server.url + f"#host={dgx['node_id']}&device=nvidia_gpu:0", ready=READY)
+        b.evaluate("document.querySelector('.details-col').style.maxHeight = 'none'")
+        b.screenshot(out / "dashboard-host.png", clip=_clip(b, ".details-col"))
+
+        b.navigate(big_server.url + "#sort=size", ready=READY)
+        b.screenshot(out / "dashboard-overview.png")
+    print(f"wrote {out}/dashboard*.png ({len(nodes)} and {len(big['nodes'])} nodes)")
     return 0
 
 

@@ -6,6 +6,10 @@ a temporary directory and change only what identifies the node and its domain:
 
 * :func:`gb200_domain`: copies of the GB200 NVL72 tray with the NVML fabric ``clique_id`` (and so
   ``ray.io/gpu-domain`` / ``rayaccel.io/fabric-domain``) set per domain, and a hostname per tray;
+  with ``platform=True`` also NVML platform info per GPU (``nvmlPlatformInfo_v2_t`` layout,
+  https://docs.nvidia.com/deploy/nvml-api/structnvmlPlatformInfo__v2__t.html): chassis serial
+  ``NVL72C<clique>`` (made up; real ones are 13-character serials), tray index (the tray's
+  number, or ``tray_indices``), slot number tray index + 10 (made up), host id 0, module id 1-4;
 * :func:`tpu_slice`: copies of the GKE v6e 4x4 worker with ``TPU_NAME``, ``TPU_WORKER_ID`` and
   ``TPU_WORKER_HOSTNAMES`` of one slice (what the KubeRay TPU webhook injects per pod), and the
   ``physical_host_topology`` host/sub-block per worker.
@@ -50,8 +54,12 @@ def gb200_domain(
     *,
     cluster_uuid: str | None = None,
     source: str | os.PathLike[str] = GB200_TRAY,
+    platform: bool = False,
+    tray_indices: list[int] | None = None,
 ) -> list[Path]:
-    """``trays`` GB200 tray snapshots in NVLink domain ``<cluster_uuid>.<clique_id>`` under ``dest``."""
+    """``trays`` GB200 tray snapshots in NVLink domain ``<cluster_uuid>.<clique_id>`` under ``dest``
+    (tray ``i`` is hostname ``nvl72-c<clique>-tray<i>``; its NVML tray index is ``tray_indices[i]``,
+    default ``i``, when ``platform``)."""
     src = Path(source)
     out = []
     for tray in range(trays):
@@ -64,6 +72,11 @@ def gb200_domain(
             if cluster_uuid:
                 fabric["cluster_uuid"] = cluster_uuid
             dev["fabric"] = fabric
+            if platform:
+                index = tray_indices[tray] if tray_indices else tray
+                dev["platform"] = {"chassis_serial": f"NVL72C{clique_id}", "slot_number": index + 10,
+                                   "tray_index": index, "host_id": 0, "peer_type": 1,
+                                   "module_id": int(dev["index"]) + 1}
         nvml_path.write_text(json.dumps(nvml, indent=1, sort_keys=True) + "\n")
         _set_hostname(node, f"nvl72-c{clique_id}-tray{tray:02d}")
         out.append(node)

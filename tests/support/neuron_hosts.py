@@ -224,7 +224,7 @@ See `reference/hardware.md` sections 2.8, 5.1, 8.4.
 Synthetic parts (not captured from a machine): the PCIe tree above the devices (one switch per
 pair of adjacent-bus devices, each switch also holding two EFA functions `0x1d0f:0xefa2`,
 16 EFA in all; the EFA count and device id of trn2 are not confirmed), the hostname and the
-metadata values. Files are written by `ray_accel_ext/testing/neuron_hosts.py`.
+metadata values. Files are written by `tests/support/neuron_hosts.py`.
 {extra}"""
 
 
@@ -240,7 +240,7 @@ NeuronLink peers (`connected_devices` is `"\\n"`), no EFA, 4 vCPUs on one NUMA n
 
 Sources: device facts from `reference/hardware.md` sections 1.5, 2.8, 5.2 and the Inferentia2
 architecture page; the PCI address, the switch above it, the hostname and metadata values are
-synthetic. Written by `ray_accel_ext/testing/neuron_hosts.py`.
+synthetic. Written by `tests/support/neuron_hosts.py`.
 
 Expected: `neuron_cores` 2, `accelerator_type:aws-neuron-core`, `rayaccel.io/sku=inferentia2`,
 discovery `ok`.
@@ -267,7 +267,7 @@ Synthetic parts: Trn1 neighbours come from firmware and were not captured, so
 `connected_devices` uses the same row-major 4x4 torus as the Trn2 driver table; BDFs, the PCIe tree
 (two devices and one EFA `0x1d0f:0xefa1` behind each switch), CPU lists, hostname and metadata are
 made up. No `logical_neuroncore_config` in `neuron-ls` output (it is printed on trn2 only).
-Written by `ray_accel_ext/testing/neuron_hosts.py`.
+Written by `tests/support/neuron_hosts.py`.
 
 Expected: `neuron_cores` 32, `rayaccel.io/sku=trainium1`, `interconnect=neuronlink-v2`,
 `rdma-nics=8`, every device with a PIX EFA (`gpudirect=true`), discovery `ok`.
@@ -328,7 +328,7 @@ confirmed, any refusal takes the same path).
 
 Expected: the device is still described from sysfs, `neuron-ls` and its PCI id
 (`rayaccel.io/sku=inferentia2`, `neuron_cores` 2), the instance type is unknown, discovery
-`degraded` naming the refused token request. Written by `ray_accel_ext/testing/neuron_hosts.py`.
+`degraded` naming the refused token request. Written by `tests/support/neuron_hosts.py`.
 """,
             pci_device_id="0x7264", device_name="Inferentia2", arch_type="NDv2", arch_instance_type="Inf2",
             physical_cores=2, memory_bytes=32 * GIB, cpus={0: "0-3"}, connected=[[]],
@@ -362,7 +362,7 @@ def build_empty(dest: Path) -> Path:
         "An EC2 m7i.2xlarge: no `/dev/neuronN`, no `neuron_device` class, and one PCI function of the\n"
         "AWS vendor id `0x1d0f` that is not a Neuron device (ENA NIC `0xec20`, `reference/hardware.md`\n"
         "section 1.5). Detection must say False. Synthetic; written by\n"
-        "`ray_accel_ext/testing/neuron_hosts.py`.\n"
+        "`tests/support/neuron_hosts.py`.\n"
     )
     return dest
 

@@ -98,18 +98,25 @@ def rooted_ray_tpu(rootfs: str | os.PathLike[str], metadata_base: str | None, en
 _MISSING = object()
 
 
-def ray_tpu_node_spec(snapshot: str | os.PathLike[str], metadata_base: str | None) -> dict[str, Any]:
-    """What Ray 2.60 alone gives a node on ``snapshot``: ``{"resources": ..., "labels": ...}``.
+def ray_tpu_node_spec(snapshot: str | os.PathLike[str], metadata_base: str | None,
+                      extra_env: Mapping[str, str] | None = None, *, workers: bool = True) -> dict[str, Any]:
+    """What Ray 2.60 alone gives a node on ``snapshot``: ``{"resources": ..., "labels": ...,
+    "workers": ...}``.
 
     Resources leave out ``CPU``, memory and the ``node:<ip>`` resource; labels are Ray's defaults
-    (``ray.io/accelerator-type`` and ``ray.io/tpu-*``).
+    (``ray.io/accelerator-type`` and ``ray.io/tpu-*``); ``workers`` is Ray's host count of the
+    slice (``TPUAcceleratorManager.get_num_workers_in_current_tpu_pod``, what
+    ``ray.util.tpu.get_current_pod_worker_count`` answers), None where Ray has none. ``extra_env``
+    is added to the snapshot's ``env.json`` (what a start hook handed Ray's manager). With
+    ``workers=False`` the host count is not asked (only what a node start runs).
     """
     from ray._private.resource_and_label_spec import ResourceAndLabelSpec
 
     snapshot = Path(snapshot)
     env_file = snapshot / "env.json"
     env = {str(k): str(v) for k, v in json.loads(env_file.read_text()).items()} if env_file.is_file() else {}
-    with rooted_ray_tpu(snapshot / "rootfs", metadata_base, env):
+    env.update(extra_env or {})
+    with rooted_ray_tpu(snapshot / "rootfs", metadata_base, env) as ray_tpu:
         spec = ResourceAndLabelSpec(num_cpus=1, num_gpus=0, memory=10**9, object_store_memory=10**8)
         spec.resolve(is_head=False, node_ip_address="10.0.0.1")
         resources = {
@@ -117,4 +124,10 @@ def ray_tpu_node_spec(snapshot: str | os.PathLike[str], metadata_base: str | Non
             for k, v in spec.resources.items()
             if k not in RAY_NON_TPU_RESOURCES and not k.startswith("node:")
         }
-        return {"resources": resources, "labels": dict(spec.labels)}
+        count = None
+        if workers:
+            try:
+                count = ray_tpu.TPUAcceleratorManager.get_num_workers_in_current_tpu_pod()
+            except Exception:  # noqa: BLE001 - Ray 2.60 raises on a node without a pod type
+                count = None
+        return {"resources": resources, "labels": dict(spec.labels), "workers": count}

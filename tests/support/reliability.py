@@ -175,12 +175,12 @@ class HookCluster:
         class _Cluster(SimulatedCluster):
             def _argv(self, node, head, num_cpus, extra_args):
                 argv = super()._argv(node, head, num_cpus, extra_args)
-                return argv if head else [a for a in argv if a != "--block"]
+                return argv if head else [*node.extra.get("prefix", ()), *(a for a in argv if a != "--block")]
 
-            def _launch(self, node, argv):
+            def _launch(self, node, head, num_cpus, extra_args):
                 node.env = {k: v for k, v in node.env.items() if v.isascii() and "\x00" not in v}
                 node.extra["launched"] = time.monotonic()
-                super()._launch(node, argv)
+                super()._launch(node, head, num_cpus, extra_args)
 
         self.cluster = _Cluster()
 
@@ -218,8 +218,9 @@ class HookCluster:
     def _launch(self, snapshot: Any, opts: dict[str, Any]) -> Any:
         c = self.cluster
         node = c._prepare(snapshot, opts["name"], opts.get("env"))
+        node.extra["prefix"] = tuple(opts.get("prefix", ()))
         c.nodes.append(node)
-        c._launch(node, [*opts.get("prefix", ()), *c._argv(node, False, opts.get("num_cpus") or 0, ())])
+        c._launch(node, False, opts.get("num_cpus") or 0, ())
         return node
 
     @staticmethod

@@ -158,26 +158,42 @@ def _dist_info(where: Path, name: str, version: str, entry_points: str = "") -> 
         (info / "entry_points.txt").write_text(entry_points)
 
 
-def test_ray_version_outside_tested_range(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("version, message", [
+    ("2.54.0", "Ray 2.54.0 is older than the oldest supported release (2.55)"),
+    ("2.61.0", "Ray 2.61.0 is outside the range this package is tested with (2.55 to 2.60)"),
+])
+def test_ray_version_outside_tested_range(tmp_path, monkeypatch, capsys, version, message):
     _need(H100)
-    _dist_info(tmp_path / "site", "ray", "2.59.0")
+    _dist_info(tmp_path / "site", "ray", version)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     rc, report = _doctor(H100, monkeypatch, capsys)
     found = _by_cause(report)
-    assert report["ray_version"] == "2.59.0"
-    assert "Ray 2.59.0 is outside the range" in found["ray-version"]["message"]
-    assert "2.60.x" in found["ray-version"]["fix"]
+    assert report["ray_version"] == version
+    assert message in found["ray-version"]["message"]
+    assert "2.55 to 2.60" in found["ray-version"]["fix"]
+
+
+def test_a_supported_ray_without_a_feature_says_what_is_off(tmp_path, monkeypatch, capsys):
+    _need(H100)
+    _dist_info(tmp_path / "site", "ray", "2.56.1")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    rc, report = _doctor(H100, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert "ray-version" not in found
+    assert found["ray-feature"]["severity"] == "info"
+    assert "lacks topology_strategy (Ray 2.57 and newer)" in found["ray-feature"]["message"]
+    assert "bundle_label_selector only" in found["ray-feature"]["message"]
 
 
 def test_backend_that_fails_to_load(tmp_path, monkeypatch, capsys):
     _need(H100)
     _dist_info(tmp_path / "site", "acme_broken", "1.0",
-               "[ray_accel_ext.backends]\nacme_npu = ray_accel_ext_acme_missing:AcmeBackend\n")
+               "[ray_accel_ext.backends]\nzeta_npu = ray_accel_ext_zeta_missing:ZetaBackend\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     rc, report = _doctor(H100, monkeypatch, capsys)
     found = _by_cause(report)
     assert rc == 1
-    assert found["backend-load"]["backend"] == "acme_npu"
+    assert found["backend-load"]["backend"] == "zeta_npu"
     assert "acme_broken 1.0" in found["backend-load"]["message"] and "RAY_ACCEL_DISABLE" in found["backend-load"]["fix"]
     assert report["devices"] == 8  # the other backends still found the GPUs
 
@@ -197,3 +213,57 @@ def test_table_output_explains_with_fix(tmp_path, monkeypatch, capsys):
     assert main(["doctor", "--root", str(snap)]) == 1
     out = capsys.readouterr().out
     assert "[ERROR] driver-missing" in out and "fix: install and load the kernel driver" in out
+
+
+UNKNOWN = HOSTS / "nvidia_gpu" / "unknown-device-id"
+
+
+def test_unknown_device_id_is_explained_not_blamed_on_the_driver(monkeypatch, capsys):
+    """A GPU the SKU database lacks is counted; doctor says how to describe it and does not go
+    looking for a missing driver (NVML answered)."""
+    _need(UNKNOWN)
+    rc, report = _doctor(UNKNOWN, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert rc == 0 and report["devices"] == 1
+    assert found["sku-unknown"]["severity"] == "warning" and found["sku-unknown"]["backend"] == "nvidia_gpu"
+    assert "10de:2b85" in found["sku-unknown"]["message"]
+    assert "RAY_ACCEL_SKU_DIR" in found["sku-unknown"]["fix"] and "ray-accel skus --validate" in found["sku-unknown"]["fix"]
+    assert "driver-missing" not in found
+
+
+@pytest.fixture
+def sku_dir(tmp_path, monkeypatch):
+    from ray_accel_ext import skus
+
+    directory = tmp_path / "skus.d"
+    directory.mkdir()
+    monkeypatch.setenv("RAY_ACCEL_SKU_DIR", str(directory))
+    yield directory
+    monkeypatch.delenv("RAY_ACCEL_SKU_DIR")
+    skus.reload()
+
+
+def test_bad_extra_sku_file_is_named_and_the_node_keeps_its_skus(sku_dir, monkeypatch, capsys):
+    from ray_accel_ext import skus
+
+    (sku_dir / "site.json").write_text('{"schema": 1, "family": "nvidia", "vendor": "nvidia", "entries": [{"device_id": 1}]}')
+    skus.reload()
+    rc, report = _doctor(H100, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert rc == 0 and report["devices"] == 8
+    assert "site.json: entries[0]" in found["sku-file"]["message"] and "--validate" in found["sku-file"]["fix"]
+
+
+def test_extra_sku_file_describes_the_unknown_device(sku_dir, monkeypatch, capsys):
+    from ray_accel_ext import skus
+
+    (sku_dir / "site.json").write_text(json.dumps({
+        "schema": 1, "family": "nvidia", "vendor": "nvidia", "vendor_id": "0x10de",
+        "sources": {"site": "our own inventory"},
+        "entries": [{"device_id": "0x2b85", "sku": "rtx-5090-32gb", "product": "NVIDIA GeForce RTX 5090",
+                     "nvml_name": "NVIDIA GeForce RTX 5090", "generation": "blackwell", "memory_gib": 32,
+                     "ray_accelerator_type": "GeForce-RTX-5090", "interconnect": "none", "source": ["site"]}],
+    }))
+    skus.reload()
+    rc, report = _doctor(UNKNOWN, monkeypatch, capsys)
+    assert rc == 0 and report["findings"] == [] and not report["degraded"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ray_accel_ext.host import open_host
+from ray_accel_ext.host.snapshot import KEEP_MARKER
 from ray_accel_ext.testing.snapshots import golden_of, run_snapshot, serve_snapshot, snapshot_dirs
 from ray_accel_ext.tools.cli import main
 from ray_accel_ext.tools.record import record
@@ -60,8 +61,12 @@ def test_recording_gives_the_same_description(snapshot, tmp_path, monkeypatch, c
 def test_recording_holds_only_what_discovery_read(snapshot, tmp_path, monkeypatch, capsys):
     out = tmp_path / "rec"
     _record_cli(snapshot, out, monkeypatch, capsys)
-    recorded = {p.relative_to(out / "rootfs") for p in (out / "rootfs").rglob("*") if p.is_file() and not p.is_symlink()}
+    files = {p.relative_to(out / "rootfs") for p in (out / "rootfs").rglob("*") if p.is_file() and not p.is_symlink()}
     source = {p.relative_to(snapshot / "rootfs") for p in (snapshot / "rootfs").rglob("*") if p.is_file() and not p.is_symlink()}
+    # keep markers hold directories that discovery looked at but read nothing below (git drops empty ones)
+    markers = {f for f in files if f.name == KEEP_MARKER}
+    assert all((snapshot / "rootfs" / m.parent).is_dir() for m in markers)
+    recorded = files - markers
     assert recorded and recorded <= source
     for rel in (out / "rootfs").rglob("*"):
         if rel.is_symlink():

@@ -6,12 +6,17 @@ import time
 
 import pytest
 
-from ray_accel_ext.errors import MetadataRateLimited, MetadataServerError, MetadataTimeout
+from ray_accel_ext.errors import (
+    MetadataRateLimited,
+    MetadataServerError,
+    MetadataTimeout,
+)
 from ray_accel_ext.host import Deadline
 from ray_accel_ext.host.metadata import MetadataClient
 from ray_accel_ext.testing.fake_metadata import FakeGceMetadata, FakeImds
 
 KEY = "instance/attributes/accelerator-type"
+INSTANCE = "instance/"  # every instance/ key is answered by one recursive read of this directory
 
 
 def client(server, budget_s=3.0, timeout_s=0.3):
@@ -24,8 +29,31 @@ def test_gce_answer_is_cached_and_needs_flavor_header():
         md = client(srv)
         assert md.gce_attribute("accelerator-type") == "v6e-16"
         assert md.gce_attribute("accelerator-type") == "v6e-16"
-        assert md.gce_attribute("absent") is None  # 404 is an answer
-        assert srv.count(KEY) == 1 and md.calls == 2
+        assert md.gce_attribute("absent") is None  # absent from the directory: a plain GET's 404
+        assert srv.count(INSTANCE) == 1 and md.calls == 1
+
+
+def test_instance_keys_come_from_one_recursive_read_in_the_real_servers_spelling():
+    values = {
+        KEY: "v5p-16",
+        "instance/attributes/tpu-env": "TOPOLOGY: '2x2x2'\n",
+        "instance/machine-type": "projects/1/machineTypes/ct5p-hightpu-4t",
+        "instance/network-interfaces/0/ip": "10.0.0.2",
+        "instance/network-interfaces/1/ip": "10.1.0.2",
+        "instance/id": "6331980990053453154",
+        "instance/zone": "projects/1/zones/us-east5-a",
+        "project/project-id": "example-project",
+    }
+    with FakeGceMetadata(values) as srv:
+        md = client(srv)
+        doc = md.gce_instance()
+        assert doc["machineType"].endswith("ct5p-hightpu-4t") and doc["id"] == 6331980990053453154
+        assert [n["ip"] for n in doc["networkInterfaces"]] == ["10.0.0.2", "10.1.0.2"]
+        assert doc["attributes"]["tpu-env"].startswith("TOPOLOGY")
+        for path, text in values.items():
+            assert md.gce(path) == text, path
+        assert md.gce("instance/network-interfaces/2/ip") is None
+        assert srv.count(INSTANCE) == 1 and srv.count("project/project-id") == 1 and md.calls == 2
 
 
 def test_gce_hang_is_bounded_and_later_keys_fail_fast():
@@ -38,7 +66,7 @@ def test_gce_hang_is_bounded_and_later_keys_fail_fast():
             md.gce_attribute("tpu-env")
         assert time.monotonic() - started < 2.0
         assert srv.count() == 1  # the second key did not spend the budget again
-        assert err.value.endpoint.endswith(KEY)
+        assert err.value.endpoint.endswith("instance/?recursive=true")
 
 
 def test_429_honours_retry_after_then_succeeds():
@@ -47,7 +75,7 @@ def test_429_honours_retry_after_then_succeeds():
         started = time.monotonic()
         assert md.gce_attribute("accelerator-type") == "v5p-16"
         assert time.monotonic() - started >= 0.2
-        assert srv.count(KEY) == 2
+        assert srv.count(INSTANCE) == 2  # a fault on a key inside the directory fails the whole read
 
 
 def test_429_with_retry_after_beyond_budget_fails_fast_with_the_hint():
@@ -66,16 +94,22 @@ def test_5xx_is_retried_a_bounded_number_of_times():
         md = client(srv)
         with pytest.raises(MetadataServerError) as err:
             md.gce_attribute("accelerator-type")
-        assert srv.count(KEY) == 3 and err.value.attempts == 3
+        assert srv.count(INSTANCE) == 3 and err.value.attempts == 3
 
 
 def test_truncated_and_oversized_answers():
     with FakeGceMetadata({KEY: "v6e-16-and-more"}, faults={KEY: {"truncate": 3}}) as srv:
         with pytest.raises(MetadataServerError):
             client(srv).gce_attribute("accelerator-type")
-    with FakeGceMetadata({KEY: "x"}, faults={KEY: {"oversize": 400_000}}) as srv:
-        with pytest.raises(MetadataServerError, match="larger than"):
-            client(srv).gce_attribute("accelerator-type")
+    with FakeGceMetadata({KEY: "x"}, faults={KEY: {"oversize": 400_000}}) as srv, \
+            pytest.raises(MetadataServerError, match="not JSON"):
+        client(srv).gce_attribute("accelerator-type")
+    with FakeGceMetadata({KEY: "x"}, faults={INSTANCE: {"oversize": 2_000_000}}) as srv, \
+            pytest.raises(MetadataServerError, match="larger than 1048576"):
+        client(srv).gce_attribute("accelerator-type")
+    with FakeGceMetadata({"project/project-id": "p"}, faults={"project/project-id": {"oversize": 400_000}}) as srv, \
+            pytest.raises(MetadataServerError, match="larger than 262144"):
+        client(srv).gce("project/project-id")
 
 
 def test_unreachable_server_is_a_server_error_not_a_hang():

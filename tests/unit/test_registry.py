@@ -45,29 +45,29 @@ def install(tmp_path, monkeypatch):
         return site
 
     yield _install
-    for mod in [m for m in sys.modules if m.startswith("acme_")]:
+    for mod in [m for m in sys.modules if m.startswith(("acme_", "zeta_"))]:
         sys.modules.pop(mod)
 
 
 def test_third_party_backend_is_found_through_the_entry_point(install):
-    install("acme-npu", "1.0", {"acme_npu": "acme_npu_mod:Good"}, "acme_npu_mod", BACKEND_SRC.format(name="acme_npu"))
+    install("zeta-npu", "1.0", {"zeta_npu": "zeta_npu_mod:Good"}, "zeta_npu_mod", BACKEND_SRC.format(name="zeta_npu"))
     specs = {s.name: s for s in available_backends()}
-    assert specs["acme_npu"].dist == "acme-npu 1.0"
-    backend = load_backend(specs["acme_npu"])
-    assert backend.name == "acme_npu"
+    assert specs["zeta_npu"].dist == "zeta-npu 1.0"
+    backend = load_backend(specs["zeta_npu"])
+    assert backend.name == "zeta_npu"
 
 
 def test_duplicate_names_from_two_distributions_fail_loudly(install):
-    install("acme-npu", "1.0", {"acme_dup": "acme_a:Good"}, "acme_a", BACKEND_SRC.format(name="acme_dup"))
+    install("zeta-npu", "1.0", {"acme_dup": "acme_a:Good"}, "acme_a", BACKEND_SRC.format(name="acme_dup"))
     install("other-npu", "2.1", {"acme_dup": "acme_b:Good"}, "acme_b", BACKEND_SRC.format(name="acme_dup"))
     with pytest.raises(BackendLoadError) as err:
         available_backends()
     assert "'acme_dup' is provided by both" in str(err.value)
-    assert "acme-npu 1.0" in str(err.value) and "other-npu 2.1" in str(err.value)
+    assert "zeta-npu 1.0" in str(err.value) and "other-npu 2.1" in str(err.value)
 
 
 def test_duplicate_registration_drops_only_that_name_and_the_disable_list_resolves_it(install, tmp_path):
-    install("acme-npu", "1.0", {"acme_dup2": "acme_c:Good"}, "acme_c", BACKEND_SRC.format(name="acme_dup2"))
+    install("zeta-npu", "1.0", {"acme_dup2": "acme_c:Good"}, "acme_c", BACKEND_SRC.format(name="acme_dup2"))
     install("other-npu", "2.1", {"acme_dup2": "acme_d:Good"}, "acme_d", BACKEND_SRC.format(name="acme_dup2"))
     inventory = discover(FsHost(tmp_path, env={}))
     assert inventory.degraded
@@ -93,9 +93,9 @@ def test_broken_import_is_named_and_skipped_on_the_start_path(install):
 
 
 def test_disable_list(install):
-    install("acme-npu", "1.0", {"acme_npu": "acme_npu_mod2:Good"}, "acme_npu_mod2", BACKEND_SRC.format(name="acme_npu"))
-    assert "acme_npu" in {b.name for b in load_backends({})}
-    assert "acme_npu" not in {b.name for b in load_backends({"RAY_ACCEL_DISABLE": "acme_npu, other"})}
+    install("zeta-npu", "1.0", {"zeta_npu": "zeta_npu_mod2:Good"}, "zeta_npu_mod2", BACKEND_SRC.format(name="zeta_npu"))
+    assert "zeta_npu" in {b.name for b in load_backends({})}
+    assert "zeta_npu" not in {b.name for b in load_backends({"RAY_ACCEL_DISABLE": "zeta_npu, other"})}
 
 
 def _cls(**attrs):

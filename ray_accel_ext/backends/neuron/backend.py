@@ -8,7 +8,7 @@ Sources, in order of trust (facts: ``reference/hardware.md`` sections 1.5, 2.8, 
 * ``/opt/aws/neuron/bin/neuron-ls -j`` when installed (no shell, bounded by a timeout): the only
   map from ``neuronN`` to its PCI function, hence NUMA node, CPUs and nearest EFA;
 * PCI ids (vendor ``0x1d0f``) and the instance type (DMI ``product_name``, else EC2 IMDSv2) for the
-  SKU, checked against ``skus.json``;
+  SKU, from the SKU database (:mod:`ray_accel_ext.skus`) and ``platform.json`` (:mod:`.skus`);
 * optionally EC2 ``DescribeInstanceTopology`` (:mod:`ray_accel_ext.hw.aws_topology`) for rack/block/cluster.
 
 Ray is handed ``neuron_cores`` = the node's *logical* NeuronCores, so Ray's own Neuron manager
@@ -25,11 +25,11 @@ from typing import ClassVar
 from ...backend import AcceleratorBackend, Capabilities, PciId
 from ...errors import CommandError, HostReadError
 from ...host import Host
-from ...hw import aws_topology
 from ...hw.cloud import aws_location
 from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
 from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
 from ...model import Device, Location, NodeDescription, Sku
+from .._sku import UNKNOWN_SKU_MARK
 from .read import (
     VIRTUAL_DIR,
     LsDevice,
@@ -111,7 +111,6 @@ class NeuronBackend(AcceleratorBackend):
                 f"{len(numbers)} found by {'neuron-ls' if ls else 'PCI scan'}"
             )
         location = aws_location(host, problems)
-        location = aws_topology.with_instance_topology(host, location, problems)
 
         bdfs = _bdfs(numbers, ls, functions)
         if ls is None and len(numbers) > 1:
@@ -287,7 +286,8 @@ def _generation(
     if inst and len(numbers) != inst.devices and numbers:
         problems.append(f"instance type {instance_type} has {inst.devices} Neuron devices, found {len(numbers)}")
     if name is None:
-        problems.append("Neuron generation unknown: no known PCI device id, driver device_name or instance type")
+        problems.append(f"Neuron devices {UNKNOWN_SKU_MARK}: no known PCI device id, driver device_name or instance "
+                        "type, so the generation is unknown; they are counted from the driver")
         return None
     return table.generations[name]
 

@@ -1,4 +1,8 @@
-"""The Neuron SKU table (``backends/neuron/skus.json``) as typed, read-only records."""
+"""The Neuron table as typed, read-only records: the SKU database's Neuron entries
+(:mod:`ray_accel_ext.skus`, ``data/neuron.json``: PCI ids, product, memory, NeuronCores per device,
+NeuronLink generation, instance types and their device counts) joined with the facts that are not
+SKU data (``platform.json``: driver sysfs names, NeuronCore version, logical NeuronCore configs,
+device topology, EFA and UltraServer shape per instance type, the Trn2 torus table)."""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-__all__ = ["Generation", "InstanceType", "NeuronTable", "load_table"]
+from ... import skus
+from ...skus import ray_names
 
-_GIB = 1 << 30
+__all__ = ["NEURON_VENDOR_ID", "Generation", "InstanceType", "NeuronTable", "load_table"]
+
+NEURON_VENDOR_ID = "0x1d0f"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,29 +82,29 @@ class NeuronTable:
         return {i for gen in self.generations.values() for i in gen.pci_device_ids}
 
 
-def _generation(name: str, raw: dict[str, Any]) -> Generation:
-    memory = raw.get("memory_gib")
+def _generation(name: str, entries: list[skus.Entry], raw: dict[str, Any]) -> Generation:
+    first = entries[0]
     return Generation(
         name=name,
-        product=raw["product"],
-        pci_device_ids=tuple(x.lower() for x in raw["pci_device_ids"]),
+        product=first.product,
+        pci_device_ids=tuple(e.device_id for e in entries),
         sysfs_device_name=raw.get("sysfs_device_name"),
         neuroncore=raw["neuroncore"],
-        physical_cores_per_device=int(raw["physical_cores_per_device"]),
+        physical_cores_per_device=int(first.cores_per_device or 0),
         logical_nc_configs=tuple(raw["logical_nc_configs"]),
         default_logical_nc_config=raw.get("default_logical_nc_config"),
-        memory_bytes=int(memory) * _GIB if memory is not None else None,
-        interconnect=raw.get("interconnect"),
+        memory_bytes=first.memory_bytes,
+        interconnect=first.interconnect,
         topology=raw.get("topology"),
     )
 
 
-def _instance(name: str, raw: dict[str, Any]) -> InstanceType:
+def _instance(name: str, generation: str, devices: int, raw: dict[str, Any]) -> InstanceType:
     ultra = raw.get("ultraserver") or {}
     return InstanceType(
         name=name,
-        generation=raw["generation"],
-        devices=int(raw["devices"]),
+        generation=generation,
+        devices=devices,
         efa_count=raw.get("efa_count"),
         efa_gbps=raw.get("efa_gbps"),
         ultraserver_hosts=ultra.get("hosts"),
@@ -106,15 +113,31 @@ def _instance(name: str, raw: dict[str, Any]) -> InstanceType:
 
 
 def load_table() -> NeuronTable:
-    """Read the packaged table (no caching: one small file per discovery run)."""
-    raw = json.loads(resources.files(__package__).joinpath("skus.json").read_text())
+    """The table from the (once per process loaded) SKU database and the packaged platform file.
+
+    A generation is in the table when the database has entries for it and the platform file
+    describes it; an extra SKU file can change the database's figures (memory, cores) but a new
+    generation also needs its platform facts, so it is described from PCI ids alone.
+    """
+    raw = json.loads(resources.files(__package__).joinpath("platform.json").read_text())
+    by_generation: dict[str, list[skus.Entry]] = {}
+    for entry in skus.entries("neuron"):
+        by_generation.setdefault(entry.generation, []).append(entry)
+    platform = raw["generations"]
+    generations = {g: _generation(g, es, platform[g]) for g, es in by_generation.items() if g in platform}
+    instances: dict[str, InstanceType] = {}
+    for g, es in by_generation.items():
+        for entry in es:
+            for machine, devices in entry.machine_types:
+                if g in generations and machine not in instances:
+                    instances[machine] = _instance(machine, g, devices, raw["instance_types"].get(machine, {}))
     neighbors = {
         k: tuple(tuple(row) for row in v) for k, v in raw.get("torus_neighbors", {}).items() if not k.startswith("_")
     }
     return NeuronTable(
-        vendor_id=raw["vendor_id"],
-        ray_accelerator_type=raw["ray_accelerator_type"],
-        generations={k: _generation(k, v) for k, v in raw["generations"].items()},
-        instance_types={k: _instance(k, v) for k, v in raw["instance_types"].items()},
+        vendor_id=NEURON_VENDOR_ID,
+        ray_accelerator_type=ray_names.neuron_accelerator_type(),
+        generations=generations,
+        instance_types=instances,
         torus_neighbors=neighbors,
     )

@@ -15,11 +15,17 @@ That is a complete answer for what it claims, so it is *not* degraded; the attri
 cannot be read, or an NVML that fails, *is* a problem. With NVML, only the GPUs it lists are
 counted (see :func:`_usable`: containers see every GPU in sysfs but can use only theirs).
 
-``ray_accelerator_type`` is the type Ray 2.60's own NVIDIA manager derives from the NVML name, so
-a node looks the same to ``accelerator_type:<T>`` users with or without this package. For the RTX
-PRO 6000 Blackwell Server Edition that is ``RTX-PRO-6000`` (Ray 2.60 keeps leading all-caps
-words); older Ray versions, and reference/hardware.md section 1.2, give ``RTX``, which would also
-match every other RTX card. The GPU's memory, NVLink, CPUs and NICs never depend on Ray's name.
+The SKU comes from the SKU database (:mod:`ray_accel_ext.skus`, by device and subsystem id); a GPU
+the database lacks is still counted, named from its NVML name (``geforce-rtx-5090``), else the
+host's ``pci.ids``, else ``nvidia-unknown-<id>``, and reported as a problem. Memory is the
+database's figure, else NVML's total rounded up to whole GiB (``skus.memory_gib_from_bytes``).
+
+``ray_accelerator_type`` is the type Ray 2.60's own NVIDIA manager derives from the NVML name of
+device 0, so a node looks the same to ``accelerator_type:<T>`` users with or without this package;
+without NVML Ray reads no name and publishes no type, and neither do we. For the RTX PRO 6000
+Blackwell Server Edition that is ``RTX-PRO-6000`` (Ray 2.60 keeps leading all-caps words); older
+Ray versions, and reference/hardware.md section 1.2, give ``RTX``, which would also match every
+other RTX card. The GPU's memory, NVLink, CPUs and NICs never depend on Ray's name.
 
 Provider placement (zone, cluster, block, rack) is asked from the GCE or EC2 metadata server only
 when DMI names that cloud (:mod:`ray_accel_ext.hw.cloud`).
@@ -27,10 +33,8 @@ when DMI names that cloud (:mod:`ray_accel_ext.hw.cloud`).
 
 from __future__ import annotations
 
-import json
-import re
+import dataclasses
 from collections import Counter
-from importlib import resources
 from typing import Any
 
 from ...backend import AcceleratorBackend, Capabilities, PciId
@@ -46,65 +50,19 @@ from ...hw.pci import (
     read_function,
 )
 from ...model import Device, Fabric, Link, Location, NodeDescription, Sku
+from ...skus import Entry, ray_names
+from .._sku import identify_function, node_identity, to_sku
 from . import nvml as _nvml
 
-__all__ = ["NvidiaGPUBackend", "NVIDIA_VENDOR_ID", "sku_for", "sku_table"]
+__all__ = ["NvidiaGPUBackend", "NVIDIA_VENDOR_ID"]
 
 NVIDIA_VENDOR_ID = "0x10de"
-_GIB = 1 << 30
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+_NO_GPU = Sku(vendor="nvidia", name="nvidia-none", generation="unknown", known=False)
 
-# nvmlNvlinkVersion_t (nvml.h; pynvml NVML_NVLINK_VERSION_*): used only for GPUs the SKU table
-# does not know, since the table's generation does not depend on how a driver numbers versions.
+# nvmlNvlinkVersion_t (nvml.h; pynvml NVML_NVLINK_VERSION_*): used only for GPUs the SKU database
+# does not know, since the database's generation does not depend on how a driver numbers versions.
 _NVML_NVLINK_VERSIONS = {1: "nvlink1", 2: "nvlink2", 3: "nvlink2", 4: "nvlink3", 5: "nvlink3", 6: "nvlink4", 7: "nvlink5", 8: "nvlink6"}
-
-# Ray 2.60 NvidiaGPUAcceleratorManager.NVIDIA_GPU_NAME_PATTERN, applied to NVML names of GPUs the
-# SKU table does not know so that they get the accelerator type Ray itself would give them
-# (ray-project/ray python/ray/_private/accelerators/nvidia_gpu.py).
-_RAY_NAME_RE = re.compile(r"\w+\s+((?:[A-Z]+\s+)*[A-Z0-9]*\d[A-Z0-9]*)")
-
-
-def sku_table() -> dict[str, dict[str, Any]]:
-    """The SKU data file ``backends/nvidia_gpu/skus.json``: PCI device id -> entry (read on each call, not cached)."""
-    text = resources.files(__package__).joinpath("skus.json").read_text(encoding="utf-8")
-    return json.loads(text)["devices"]
-
-
-def sku_for(device_id: str, nvml_name: str | None = None, table: dict[str, dict[str, Any]] | None = None) -> Sku:
-    """The SKU of PCI device ``device_id``; an ``nvidia-unknown-<id>`` SKU when the table lacks it."""
-    entry = (sku_table() if table is None else table).get(device_id.lower())
-    if entry is None:
-        return Sku(
-            vendor="nvidia",
-            name=f"nvidia-unknown-{device_id.lower()}",
-            generation="unknown",
-            ray_accelerator_type=_ray_type_from_name(nvml_name),
-            product=nvml_name,
-            pci_device_id=device_id.lower(),
-            known=False,
-        )
-    memory = entry.get("memory_gib")
-    return Sku(
-        vendor="nvidia",
-        name=entry["sku"],
-        generation=entry["generation"],
-        ray_accelerator_type=entry["ray_accelerator_type"],
-        product=entry["product"],
-        memory_bytes=memory * _GIB if memory else None,
-        pci_device_id=device_id.lower(),
-        known=True,
-    )
-
-
-def _ray_type_from_name(name: str | None) -> str | None:
-    if not name:
-        return None
-    match = _RAY_NAME_RE.match(name)
-    result = match.group(1).replace(" ", "-") if match else None
-    if result and len(result) > 1:
-        return result
-    cleaned = re.sub(r"^NVIDIA\s+", "", name).strip()
-    return cleaned.replace(" ", "-") or None
 
 
 class NvidiaGPUBackend(AcceleratorBackend):
@@ -149,21 +107,25 @@ class NvidiaGPUBackend(AcceleratorBackend):
     def describe(self, host: Host) -> NodeDescription:
         """GPUs with SKU, NUMA/CPU/switch/NIC affinity, NVLink links and the NVLink fabric."""
         problems: list[str] = []
-        table = sku_table()
         gpus = _gpu_functions(host, problems)
         reading = _nvml_reading(host, problems)
         nvml_by_addr = _nvml_devices(reading, gpus, problems)
         gpus, hidden = _usable(gpus, reading, nvml_by_addr, host.env, problems)
 
-        names = [nvml_by_addr.get(f.address, {}).get("name") for f in gpus]
-        skus = [sku_for(f.device, name, table) for f, name in zip(gpus, names)]
-        sku = _node_sku(skus, problems)
+        idents = [
+            identify_function(host, f, driver_name=nvml_by_addr.get(f.address, {}).get("name"),
+                              memory_bytes=nvml_by_addr.get(f.address, {}).get("memory_total"))
+            for f in gpus
+        ]
+        ident = node_identity(idents, [f.address for f in gpus], problems, noun="GPU")
+        entry = ident.entry if ident is not None else None
+        sku = to_sku(ident, _ray_type(reading)) if ident is not None else _NO_GPU
 
         rdma = list_rdma_nics(host, problems)
         devices = []
         for index, fn in enumerate(gpus):
             nv = nvml_by_addr.get(fn.address, {})
-            memory = nv.get("memory_total") or skus[index].memory_bytes
+            memory = nv.get("memory_total") or to_sku(idents[index], None).memory_bytes
             devices.append(
                 Device(
                     index=index,
@@ -177,10 +139,11 @@ class NvidiaGPUBackend(AcceleratorBackend):
                 )
             )
 
-        kind = _nvlink_kind(table.get(sku.pci_device_id or ""), reading)
+        kind = _nvlink_kind(entry, reading)
         links = _links(gpus, nvml_by_addr, kind, problems) if kind else ()
-        fabric = _fabric(host, gpus, nvml_by_addr, table.get(sku.pci_device_id or "") or {}, problems)
-        location = _location(host, problems)
+        platform = _platform(gpus, nvml_by_addr, problems)
+        fabric = _fabric(host, gpus, nvml_by_addr, entry, problems, platform)
+        location = _location(host, problems, platform)
 
         attributes = {f"{self.label_prefix}/nvml": "present" if reading is not None else "absent"}
         if reading is not None and reading.get("driver_version"):
@@ -245,17 +208,6 @@ def _gpu_functions(host: Host, problems: list[str]) -> list[PciFunction]:
     return gpus
 
 
-def _node_sku(skus: list[Sku], problems: list[str]) -> Sku:
-    if not skus:
-        return Sku(vendor="nvidia", name="nvidia-none", generation="unknown", known=False)
-    counts = Counter(s.name for s in skus)
-    if len(counts) > 1:
-        mix = ", ".join(f"{n} x {name}" for name, n in counts.most_common())
-        problems.append(f"mixed GPU models on one node ({mix}); Ray supports one accelerator type per node")
-    top = counts.most_common(1)[0][0]
-    return next(s for s in skus if s.name == top)
-
-
 # -- NVML -----------------------------------------------------------------------------------------
 
 
@@ -315,11 +267,20 @@ def _usable(gpus: list[PciFunction], reading: dict[str, Any] | None, nvml: dict[
     return [f for f in gpus if f.address in nvml], len(hidden)
 
 
-def _nvlink_kind(entry: dict[str, Any] | None, reading: dict[str, Any] | None) -> str | None:
+def _ray_type(reading: dict[str, Any] | None) -> str | None:
+    """The type Ray 2.60's NVIDIA manager gives the node: its name rule on NVML device 0's name
+    (``nvmlDeviceGetHandleByIndex(0)``); without NVML Ray reads no name and gives none."""
+    if reading is None or reading.get("error"):
+        return None
+    first = min(reading["devices"], key=lambda d: d.get("index", 0), default=None)
+    return ray_names.nvidia_accelerator_type(first.get("name")) if first else None
+
+
+def _nvlink_kind(entry: Entry | None, reading: dict[str, Any] | None) -> str | None:
     if reading is None:
         return None
-    if entry is not None:
-        return entry["nvlink"] if entry["nvlink"] != "none" else None
+    if entry is not None and entry.interconnect is not None:
+        return entry.interconnect if entry.interconnect.startswith("nvlink") else None
     versions = {l.get("version") for d in reading["devices"] for l in d.get("nvlinks") or []}
     known = sorted(_NVML_NVLINK_VERSIONS[v] for v in versions if v in _NVML_NVLINK_VERSIONS)
     return known[-1] if known else ("nvlink" if versions else None)
@@ -351,15 +312,31 @@ def _links(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], kind: str, 
     return tuple(Link(a=a, b=b, kind=kind, lanes=n) for (a, b), n in sorted(lanes.items()))
 
 
-def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], entry: dict[str, Any], problems: list[str]) -> Fabric:
+def _platform(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], problems: list[str]) -> dict[str, Any] | None:
+    """The tray's place in its rack from NVML platform info, when every GPU has it and agrees."""
+    infos = [(nvml.get(f.address) or {}).get("platform") for f in gpus]
+    if not infos or not all(infos):
+        return None
+    seen = sorted({f"{p.get('chassis_serial')}/{p.get('tray_index')}" for p in infos})
+    if len(seen) > 1:
+        problems.append(f"GPUs of this node disagree on their NVML platform position ({', '.join(seen)}); "
+                        "no tray index published")
+        return None
+    return infos[0]
+
+
+def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], entry: Entry | None,
+            problems: list[str], platform: dict[str, Any] | None = None) -> Fabric:
     """The multi-node NVLink domain (``<clusterUuid>.<cliqueId>``), else the host itself.
 
     A GPU is in a domain when its fabric state is COMPLETED, status SUCCESS and the cluster UUID is
     not all zeros (NVIDIA go-nvlib ``IsFabricAttached``); HGX H100 reports COMPLETED with a zero
     UUID. GPUs of one node that disagree publish no domain, as GPU Feature Discovery does.
 
-    NVML gives neither the partition size nor this host's rank in it: ``hosts`` is the largest
-    domain the SKU ships in (18 trays of 4 GPUs for NVL72), ``worker`` stays 0.
+    NVML does not give the partition size: ``hosts`` is the largest domain the SKU ships in (18
+    trays of 4 GPUs for NVL72). ``worker`` is the tray index among the chassis' compute trays from
+    NVML platform info (``nvmlPlatformInfo_v2_t.trayIndex``) where the driver exposes it, else
+    None (unknown: cluster-side ranks order the trays).
     """
     cliques = set()
     attached = 0
@@ -380,17 +357,28 @@ def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]]
         return host_fabric(host, problems)
     if not attached:
         return host_fabric(host, problems)
-    domain_gpus = entry.get("nvlink_domain_gpus")
+    domain_gpus = entry.nvlink_domain_gpus if entry is not None else None
     hosts = max(1, domain_gpus // len(gpus)) if domain_gpus and gpus else 1
-    return Fabric(kind="nvlink-domain", id=cliques.pop(), hosts=hosts, worker=0)
+    worker = platform.get("tray_index") if platform else None
+    if worker is not None and not 0 <= worker < hosts:
+        problems.append(f"NVML platform tray index {worker} is outside the {hosts} trays of this NVLink domain")
+        worker = None
+    return Fabric(kind="nvlink-domain", id=cliques.pop(), hosts=hosts, worker=worker)
 
 
-def _location(host: Host, problems: list[str]) -> Location:
+def _location(host: Host, problems: list[str], platform: dict[str, Any] | None = None) -> Location:
     """Zone and placement hierarchy from the provider's metadata server, asked only when DMI
-    says the host is a GCE or EC2 instance (A3/A4 on GCP, P5/P6 on AWS)."""
+    says the host is a GCE or EC2 instance (A3/A4 on GCP, P5/P6 on AWS). Without a provider
+    rack, the chassis serial of NVML platform info is the rack (v1 of the struct names it
+    ``rackGuid``: the GB200 NVL72 chassis is the rack)."""
     provider = cloud_provider(host)
     if provider == "gcp":
-        return gcp_location(host, problems)
-    if provider == "aws":
-        return aws_location(host, problems)
-    return Location()
+        location = gcp_location(host, problems)
+    elif provider == "aws":
+        location = aws_location(host, problems)
+    else:
+        location = Location()
+    serial = (platform or {}).get("chassis_serial")
+    if serial and not location.rack:
+        location = dataclasses.replace(location, rack=serial)
+    return location

@@ -20,7 +20,16 @@ Shape (``FORMAT_VERSION`` 1)::
                      "remote_type": 2}],           # 0 GPU, 1 IBMNPU, 2 SWITCH, 255 unknown
         "fabric": {"state": 3, "status": 0,        # nvmlGpuFabricInfo_v3_t, or null
                    "cluster_uuid": "50000000-0000-0000-0000-000000000005", "clique_id": 4000000004},
+        "platform": {"chassis_serial": "1821324000123",  # nvmlPlatformInfo_v2_t, or null (optional)
+                     "slot_number": 7, "tray_index": 3, "host_id": 0, "peer_type": 1, "module_id": 2},
         "errors": ["nvmlDeviceGetMemoryInfo: ..."]}]}
+
+``platform`` is where the GPU sits in its rack (Blackwell and later drivers,
+``nvmlDeviceGetPlatformInfo``; https://docs.nvidia.com/deploy/nvml-api/structnvmlPlatformInfo__v2__t.html):
+the chassis serial number (v1 of the struct calls the same bytes ``rackGuid``), the slot in the
+chassis counting switch trays, the index among the compute trays (``trayIndex``, v1
+``computeSlotIndex``), the node within the slot, the NVLink peer type and the GPU's module id.
+Readings recorded before it was read have no ``platform`` key.
 
 Only active links are listed. ``NVML_ERROR_NOT_SUPPORTED`` for a field gives ``null`` (PCIe GPUs
 have no fabric); any other per-call error is kept in ``errors`` so the node can say it is degraded.
@@ -43,6 +52,7 @@ NVML_SUCCESS = 0
 REMOTE_GPU = 0
 REMOTE_SWITCH = 2
 _MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS
+_PLATFORM_INTS = ("slot_number", "tray_index", "host_id", "peer_type", "module_id")
 
 
 def sysfs_address(bus_id: str) -> str | None:
@@ -90,6 +100,14 @@ def validate(reading: Any) -> list[str]:
             isinstance(l, dict) and isinstance(l.get("remote_type"), int) for l in links
         ):
             errors.append(f"{where}.nvlinks: expected a list of links with an integer remote_type")
+        platform = dev.get("platform")
+        if platform is not None and not (
+            isinstance(platform, dict)
+            and isinstance(platform.get("chassis_serial", ""), str)
+            and all(isinstance(platform.get(k, 0), int) and not isinstance(platform.get(k, 0), bool)
+                    for k in _PLATFORM_INTS)
+        ):
+            errors.append(f"{where}.platform: expected {{chassis_serial, {', '.join(_PLATFORM_INTS)}}}")
         fabric = dev.get("fabric")
         if fabric is not None and not (
             isinstance(fabric, dict)
@@ -158,6 +176,7 @@ def _read_device(pynvml: Any, index: int) -> dict[str, Any]:
         "memory_total": int(memory.total) if memory is not None else None,
         "nvlinks": _read_links(pynvml, handle, errors),
         "fabric": _read_fabric(pynvml, handle, errors),
+        "platform": _read_platform(pynvml, handle, errors),
         "errors": errors,
     }
 
@@ -214,6 +233,58 @@ def _read_fabric(pynvml: Any, handle: Any, errors: list[str]) -> dict[str, Any] 
             "clique_id": int(info.cliqueId),
         }
     return None
+
+
+# nvmlPlatformInfo_v2_t field -> reading key, and the v1 names of the same bytes (NVML API reference,
+# nvmlPlatformInfo_v1_t / _v2_t; pynvml c_nvmlPlatformInfo_v1_t / _v2_t).
+_PLATFORM_V2 = (("slotNumber", "slot_number"), ("trayIndex", "tray_index"), ("hostId", "host_id"),
+                ("peerType", "peer_type"), ("moduleId", "module_id"))
+_PLATFORM_V1 = (("chassisPhysicalSlotNumber", "slot_number"), ("computeSlotIndex", "tray_index"),
+                ("nodeIndex", "host_id"), ("peerType", "peer_type"), ("moduleId", "module_id"))
+
+
+def _read_platform(pynvml: Any, handle: Any, errors: list[str]) -> dict[str, Any] | None:
+    """Where the GPU sits in its rack (``nvmlDeviceGetPlatformInfo``), v2 struct first, then v1;
+    None where the driver or GPU does not say (NOT_SUPPORTED before Blackwell, or no such call)."""
+    fn = getattr(pynvml, "nvmlDeviceGetPlatformInfo", None)
+    skip = {getattr(pynvml, n, -1) for n in ("NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+                                             "NVML_ERROR_NOT_SUPPORTED")}
+    for version, serial_field, fields in (("v2", "chassisSerialNumber", _PLATFORM_V2), ("v1", "rackGuid", _PLATFORM_V1)):
+        struct = getattr(pynvml, f"c_nvmlPlatformInfo_{version}_t", None)
+        if struct is None or fn is None:
+            continue
+        info = struct()
+        if not getattr(info, "version", 0):  # pynvml's constructor sets it; older bindings did not
+            info.version = getattr(pynvml, f"nvmlPlatformInfo_{version}", 0)
+        try:
+            fn(handle, ctypes.byref(info))
+        except pynvml.NVMLError as exc:
+            if getattr(exc, "value", None) in skip:
+                continue
+            errors.append(f"nvmlDeviceGetPlatformInfo: {exc}")
+            return None
+        out = {"chassis_serial": _serial(getattr(info, serial_field))}
+        out.update({key: _byte(getattr(info, name)) for name, key in fields})
+        return out
+    return None
+
+
+def _serial(raw: Any) -> str:
+    """A chassis serial: printable ASCII up to the first NUL, else the bytes in hex (pynvml gives
+    ``c_char`` arrays as ``bytes``, or as ``str`` where its structures decode them)."""
+    data = raw.encode("latin-1") if isinstance(raw, str) else bytes(raw)
+    data = data.split(b"\0", 1)[0]
+    text = data.decode("ascii", "replace")
+    return text if text.isprintable() and "\ufffd" not in text else data.hex()
+
+
+def _byte(value: Any) -> int:
+    """A ``c_char`` field (one byte, as ``bytes`` or ``str``) as an int."""
+    if isinstance(value, str):
+        value = value.encode("latin-1")
+    if isinstance(value, bytes):
+        return value[0] if value else 0
+    return int(value)
 
 
 def _call(pynvml: Any, errors: list[str], what: str, fn: Any, *args: Any) -> Any:

@@ -9,53 +9,55 @@ chip is one PCI slot with two functions, each in its own IOMMU group, and counts
 indexed like ``TPU_VISIBLE_CHIPS``: by accel number, or by the IOMMU group of the chip's first
 function (tpu-info's order).
 
-Slice (``hardware.md`` 4.1-4.3): GKE variables (``TPU_ACCELERATOR_TYPE``, ``TPU_TOPOLOGY``,
-``TPU_WORKER_ID``, ``TPU_WORKER_HOSTNAMES``, ``TPU_NAME``) first, field by field, as Ray does;
-then, on GCE, one metadata call per missing key, four at a time (``accelerator-type``, ``instance-id``,
-``agent-worker-number``, ``tpu-env``, ``worker-network-endpoints``), each bounded by the host's
-timeout and discovery budget; then, with the ``[gcp]`` extra, the Cloud TPU API
-(:mod:`.tpu_api`) for what metadata left out.
+Slice identity: :mod:`.identity` (GKE variables, else one recursive metadata read). Hosts and
+chip layout from facts: :mod:`.layout`. Chip coordinates and ICI links: :mod:`.ici`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...backend import AcceleratorBackend, Capabilities, PciId
-from ...errors import (
-    HostReadError,
-    MetadataRateLimited,
-    MetadataTimeout,
-    ProviderError,
-    TopologyStringError,
-)
+from ...bounds import ascii_uint
+from ...errors import HostReadError, TopologyStringError
 from ...host import Host
 from ...hw.cloud import cloud_provider, gcp_location, hostname
 from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
-from ...labels import ray_tpu_pod_type, sanitize_value
+from ...labels import (
+    TPU_ATTR_ACCELERATOR_TYPE,
+    TPU_ATTR_PREFIX,
+    TPU_ATTR_SLICE_NAME,
+    TPU_ATTR_TOPOLOGY,
+    TPU_ATTR_WORKER_ID,
+    ray_tpu_pod_type,
+    sanitize_value,
+)
 from ...model import Device, Fabric, Location, NodeDescription, Sku
-from ...values import ascii_uint
-from . import api as tpu_api
+from .ici import IciLayout, chip_block_for, host_links
+from .identity import (
+    SliceInfo,
+    gke_environment,
+    parse_tpu_env,
+    provider_lookup,
+    slice_info,
+)
+from .layout import SliceLayout, host_facts, slice_layout
 from .topology import (
-    GENERATIONS,
     TPU_PCI_VENDOR,
     AcceleratorType,
     Generation,
-    SliceShape,
+    Topology,
     generation_from_pci,
     parse_accelerator_type,
     parse_topology,
-    slice_shape,
 )
 
-__all__ = ["TPUBackend", "TpuChip", "SliceInfo", "find_chips", "slice_info", "prefetch_metadata", "parse_tpu_env", "LABEL_PREFIX"]
+__all__ = ["LABEL_PREFIX", "SliceInfo", "TPUBackend", "TpuChip", "find_chips", "parse_tpu_env", "slice_info"]
 
-LABEL_PREFIX = "tpu.rayaccel.io"
-_ACCEL_RE = re.compile(r"^accel(\d+)$", re.ASCII)
-_TPU_ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):\s*'([^']*)'\s*$")
+LABEL_PREFIX = TPU_ATTR_PREFIX
+_ACCEL_RE = re.compile(r"^accel(\d+)$", re.ASCII)  # \d: ASCII digits only
 
 
 # -- chips ------------------------------------------------------------------------------------
@@ -106,7 +108,7 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
         if vendor != TPU_PCI_VENDOR:
             continue
         func = read_function(host, address, problems)
-        gen = generation_from_pci(func.device, func.subsystem_device)
+        gen = generation_from_pci(func.device, func.subsystem_device, func.subsystem_vendor)
         if gen is None:
             if pci_class.startswith("0x12"):  # processing accelerator, but an id we do not know
                 unknown_accelerators = True
@@ -160,208 +162,6 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
     return sorted(chips, key=lambda c: c.sort_key)
 
 
-# -- slice identity ---------------------------------------------------------------------------
-
-
-def parse_tpu_env(text: str) -> tuple[dict[str, str], list[str]]:
-    """``tpu-env`` (``KEY: 'value'`` per line) -> (values, unparsable-line messages)."""
-    values: dict[str, str] = {}
-    bad: list[str] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        m = _TPU_ENV_LINE.match(line.strip())
-        if m:
-            values[m.group(1)] = m.group(2)
-        else:
-            bad.append(f"line {n} unparsable ({line.strip()[:60]!r}; truncated?)")
-    return values, bad
-
-
-@dataclass
-class SliceInfo:
-    """What is known of this host's slice, and where each field came from."""
-
-    accelerator_type: str | None = None
-    topology: str | None = None
-    worker_id: str | None = None
-    name: str | None = None
-    hostnames: tuple[str, ...] = ()
-    tpu_env: Mapping[str, str] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    state: str | None = None
-    health: str | None = None
-    metadata_failed: bool = False  # the metadata server timed out or rate-limited: do not ask again
-
-    def set(self, attr: str, value: str | None, source: str) -> None:
-        """Set ``attr`` from ``source`` unless an earlier source already gave it."""
-        if value and getattr(self, attr) in (None, (), ""):
-            setattr(self, attr, value)
-            self.sources[attr] = source
-
-
-def _metadata_allowed(host: Host) -> bool:
-    return cloud_provider(host) == "gcp" or bool(host.env.get("GCE_METADATA_HOST") or host.env.get("GCE_METADATA_IP"))
-
-
-# Ray's keys (Ray's precedence: env first, then these), then what Ray does not read.
-TPU_METADATA_KEYS = ("accelerator-type", "instance-id", "agent-worker-number", "tpu-env", "worker-network-endpoints")
-# What location.gcp_location asks; fetched together with the TPU keys so they share one wait.
-LOCATION_PATHS = ("instance/zone", "instance/machine-type", "instance/attributes/physical_host_topology")
-# Requests in flight at once: a handful keeps well under a listener's default backlog (5 in
-# Python's socketserver; more concurrent connects there were dropped and retried after 1 s).
-METADATA_CONCURRENCY = 4
-
-
-def _from_env(env: Mapping[str, str]) -> SliceInfo:
-    info = SliceInfo()
-    info.set("accelerator_type", env.get("TPU_ACCELERATOR_TYPE"), "env")
-    info.set("topology", env.get("TPU_TOPOLOGY"), "env")
-    info.set("worker_id", env.get("TPU_WORKER_ID"), "env")
-    info.set("name", env.get("TPU_NAME"), "env")
-    names = tuple(h.strip() for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip())
-    if names:
-        info.hostnames = names
-        info.sources["hostnames"] = "env"
-    return info
-
-
-def _metadata_keys(host: Host, info: SliceInfo) -> list[str]:
-    """The attribute keys this host still needs from the metadata server (none on full GKE env)."""
-    if all((info.accelerator_type, info.topology, info.worker_id, info.name)) or not _metadata_allowed(host):
-        return []
-    if host.env.get("TPU_SKIP_MDS_QUERY", "").strip().lower() in ("1", "true", "yes"):
-        # GKE's TPU plugin sets this: the TPU facts are in the environment, not the metadata server.
-        info.sources["metadata"] = "skipped (TPU_SKIP_MDS_QUERY)"
-        return []
-    wanted = {
-        "accelerator-type": not info.accelerator_type,
-        "instance-id": not info.name,
-        "agent-worker-number": not info.worker_id,
-        "tpu-env": True,
-        "worker-network-endpoints": not info.hostnames,
-    }
-    return [k for k in TPU_METADATA_KEYS if wanted[k]]
-
-
-def prefetch_metadata(host: Host, paths: list[str]) -> dict[str, str | None | ProviderError]:
-    """GET ``paths`` from the GCE metadata server, up to ``METADATA_CONCURRENCY`` at a time (one
-    call each, answers cached in ``host.metadata``): a node start waits two or three round trips
-    instead of one per key. Each call keeps its own timeout and the shared deadline, so this
-    returns within the budget."""
-    md = host.metadata
-
-    def one(path: str) -> str | None | ProviderError:
-        try:
-            return md.gce(path)
-        except ProviderError as exc:
-            return exc
-
-    if not paths:
-        return {}
-    with ThreadPoolExecutor(max_workers=min(len(paths), METADATA_CONCURRENCY), thread_name_prefix="ray-accel-tpu-metadata") as pool:
-        return dict(zip(paths, pool.map(one, paths)))
-
-
-def _apply_metadata(info: SliceInfo, fetched: Mapping[str, str | None | ProviderError], keys: list[str],
-                    problems: list[str]) -> None:
-    failures: dict[str, list[str]] = {}
-    values: dict[str, str | None] = {}
-    for key in keys:
-        got = fetched.get(f"instance/attributes/{key}")
-        if isinstance(got, ProviderError):
-            failures.setdefault(got.reason(request=False), []).append(key)
-            # A server that does not answer or asks us to back off is not asked again this run.
-            info.metadata_failed = info.metadata_failed or isinstance(got, (MetadataTimeout, MetadataRateLimited))
-            values[key] = None
-        else:
-            values[key] = got.strip() if got else None
-    for reason, failed in failures.items():
-        problems.append(f"GCE metadata {', '.join(failed)}: {reason}")
-
-    info.set("accelerator_type", values.get("accelerator-type"), "metadata")
-    info.set("name", values.get("instance-id"), "metadata")
-    info.set("worker_id", values.get("agent-worker-number"), "metadata")
-    tpu_env_text = values.get("tpu-env")
-    if tpu_env_text:
-        parsed, bad = parse_tpu_env(tpu_env_text)
-        info.tpu_env = parsed
-        problems.extend(f"GCE metadata tpu-env: {b}" for b in bad)
-        info.set("topology", parsed.get("TOPOLOGY"), "tpu-env")
-        # Keys Ray does not read: fill gaps only.
-        info.set("accelerator_type", parsed.get("ACCELERATOR_TYPE"), "tpu-env")
-        info.set("worker_id", parsed.get("WORKER_ID"), "tpu-env")
-        info.set("name", parsed.get("NODE_ID"), "tpu-env")
-    endpoints = values.get("worker-network-endpoints")
-    if endpoints and not info.hostnames:
-        # "<hostname>:<uid>:<ip>,..." in worker order; the IP is what workers reach each other by.
-        ips = tuple(part.split(":")[-1].strip() for part in endpoints.split(",") if part.strip())
-        if ips:
-            info.hostnames = ips
-            info.sources["hostnames"] = "metadata"
-
-
-def slice_info(host: Host, problems: list[str], *, with_location: bool = False) -> SliceInfo:
-    """Slice identity from GKE variables, then GCE metadata (one call per missing key, all at once).
-
-    ``with_location`` also prefetches the keys :func:`location.gcp_location` reads.
-    """
-    info = _from_env(host.env)
-    keys = _metadata_keys(host, info)
-    paths = [f"instance/attributes/{k}" for k in keys] + (list(LOCATION_PATHS) if with_location else [])
-    fetched = prefetch_metadata(host, paths)
-    if keys:
-        _apply_metadata(info, fetched, keys, problems)
-    elif with_location and any(isinstance(v, (MetadataTimeout, MetadataRateLimited)) for v in fetched.values()):
-        info.metadata_failed = True
-        reason = next(v.reason(request=False) for v in fetched.values() if isinstance(v, ProviderError))
-        problems.append(f"GCE metadata: {reason}")
-    return info
-
-
-def _provider_lookup(host: Host, info: SliceInfo, location: Location, problems: list[str]) -> None:
-    """Fill gaps from the Cloud TPU API (``[gcp]`` extra) when metadata lacked them.
-
-    The node is looked up by its TPU node name (``TPU_NAME`` or tpu-env ``NODE_ID``; Ray's
-    ``instance-id`` may be a numeric id the API does not know) or, failing that, found among the
-    zone's nodes by this host's IP, which also gives the worker id.
-    """
-    missing = not (info.accelerator_type and info.topology and info.name and info.hostnames)
-    if not missing or info.metadata_failed or not tpu_api.enabled(host.env, live=host.live):
-        return
-    project = info.tpu_env.get("CONSUMER_PROJECT_ID")
-    zone = info.tpu_env.get("ZONE") or location.zone
-    node_name = info.tpu_env.get("NODE_ID") or (info.name if info.sources.get("name") == "env" else None)
-    ip = None
-    try:
-        if _metadata_allowed(host):
-            if not project:
-                project = (host.metadata.gce("project/project-id") or "").strip() or None
-            if not node_name or not info.worker_id:
-                ip = (host.metadata.gce("instance/network-interfaces/0/ip") or "").strip() or None
-        if not (project and zone and (node_name or ip)):
-            problems.append("Cloud TPU API: project, zone or node name unknown; not asked")
-            return
-        node = tpu_api.find_node(host.env, host.deadline, project=project, zone=zone, name=node_name, ip=ip)
-        if node is None and node_name and ip:
-            node = tpu_api.find_node(host.env, host.deadline, project=project, zone=zone, ip=ip)
-    except ProviderError as exc:
-        problems.append(f"Cloud TPU API: {exc.reason(request=False)}")
-        return
-    if node is None:
-        problems.append(f"Cloud TPU API: no TPU node {'named ' + node_name if node_name else 'with IP ' + str(ip)} in {project}/{zone}")
-        return
-    info.set("name", node.name, "cloud-tpu-api")
-    info.set("accelerator_type", node.accelerator_type, "cloud-tpu-api")
-    info.set("topology", node.topology, "cloud-tpu-api")
-    if not info.hostnames and node.endpoints:
-        info.hostnames = node.endpoints
-        info.sources["hostnames"] = "cloud-tpu-api"
-    if not info.worker_id and ip and ip in node.endpoints:
-        info.set("worker_id", str(node.endpoints.index(ip)), "cloud-tpu-api")
-    info.state, info.health = node.state, node.health
-
-
 # -- the backend ------------------------------------------------------------------------------
 
 
@@ -373,12 +173,9 @@ class TPUBackend(AcceleratorBackend):
     label_prefix = LABEL_PREFIX
     visible_devices_env_var = "TPU_VISIBLE_CHIPS"
     family = "Google TPU"
-    # The chip ids of every known generation, and any other Google processing accelerator
-    # (class 0x12): a chip of a generation this release does not know is still a TPU.
-    pci_ids = (
-        PciId(TPU_PCI_VENDOR, devices=frozenset(g.pci_device for g in GENERATIONS)),
-        PciId(TPU_PCI_VENDOR, classes=("0x12",)),
-    )
+    # Every TPU chip is a Google processing accelerator (class 0x12, as Ray's TPU manager and
+    # tpu-info see them); which ids are which generation is the SKU database's (skus/data/tpu.json).
+    pci_ids = (PciId(TPU_PCI_VENDOR, classes=("0x12",)),)
     driver_paths = ("/dev/vfio", "/dev/accel0")
     driver_hint = (
         "TPU chips are on the PCI bus but neither /dev/vfio nor /dev/accel* exists: the TPU VM image's "
@@ -391,6 +188,7 @@ class TPUBackend(AcceleratorBackend):
         provider_location=True,
         device_visibility=True,
         uses_network=True,
+        topology_links=True,
     )
 
     def detect(self, host: Host) -> bool:
@@ -401,51 +199,34 @@ class TPUBackend(AcceleratorBackend):
             return False
 
     def describe(self, host: Host) -> NodeDescription:
-        """Chips, slice, location; what could not be read goes into ``problems``."""
+        """Chips, slice, layout, links, location; what could not be read goes into ``problems``."""
         problems: list[str] = []
         chips = find_chips(host, problems)
-        on_gcp = cloud_provider(host) == "gcp"
-        info = slice_info(host, problems, with_location=on_gcp)
-        location = Location()
-        if on_gcp:
-            if info.metadata_failed:
-                location = Location(provider="gcp")
-                problems.append("GCE metadata: location not asked, the server did not answer or rate-limited")
-            else:
-                location = gcp_location(host, problems)
-        _provider_lookup(host, info, location, problems)
+        info = slice_info(host, problems)
+        location = _location(host, info, problems)
+        provider_lookup(host, info, location, problems)
 
-        acc: AcceleratorType | None = None
-        if info.accelerator_type:
-            try:
-                acc = parse_accelerator_type(info.accelerator_type)
-            except TopologyStringError as exc:
-                problems.append(f"accelerator type from {info.sources['accelerator_type']}: {exc.message}")
-        topo_text: str | None = None
-        if info.topology:
-            try:
-                topo_text = parse_topology(info.topology).text
-            except TopologyStringError as exc:
-                problems.append(f"topology from {info.sources['topology']}: {exc.message}")
-        shape: SliceShape | None = None
-        if acc is not None and topo_text is not None:
-            try:
-                shape = slice_shape(acc, topo_text)
-            except TopologyStringError as exc:
-                problems.append(f"topology does not fit {acc.text}: {exc.message}")
-
+        acc, topo, fits = _parse_identity(info, problems)
         gen = next((c.generation for c in chips if c.generation is not None), None)
         if acc is not None:
             if gen is not None and gen.name != acc.generation.name:
                 problems.append(f"chips are {gen.generation} but the accelerator type says {acc.text}")
             gen = gen or acc.generation
-        worker = _worker(info, acc, problems)
-        hosts = shape.hosts if shape else (acc.hosts if acc else None)
+        facts = host_facts(len(chips), host.env, info.tpu_env, info.machine_type, problems)
+        layout = slice_layout(acc, topo if fits else None, facts, problems) if acc is not None else None
+        worker = _worker(info, layout, problems)
+        hosts = layout.hosts if layout else None
         if hosts and info.hostnames and len(info.hostnames) != hosts and info.hostnames != ("localhost",):
             problems.append(f"{len(info.hostnames)} worker hostnames for a {hosts}-host slice ({acc.text if acc else '?'})")
-        if acc is not None and chips and len(chips) > acc.chips_per_host:
-            problems.append(f"{len(chips)} chips on this host, but a {acc.text} host has {acc.chips_per_host}")
 
+        fabric = _fabric(host, info, acc, topo, worker, hosts, problems)
+        ici = layout.ici if layout is not None and fabric is not None else None
+        on_slice = ici is not None and worker is not None
+        if ici is None:
+            # Slice unknown or inconsistent: this host's own chip block still gives each chip's
+            # place in the host and the links between them.
+            block = facts.chip_block or chip_block_for(min(len(chips), acc.chips) if acc else len(chips))
+            ici = IciLayout.host_only(block, gen.dims if gen else 3) if block else None
         devices = tuple(
             Device(
                 index=i,
@@ -455,11 +236,12 @@ class TPUBackend(AcceleratorBackend):
                 cpus=chip.functions[0].cpus if chip.functions else (),
                 memory_bytes=gen.memory_bytes if gen else None,
                 cores=gen.cores_per_chip if gen else None,
-                coords=_coords(shape, worker, i, len(chips)),
+                coords=ici.slice_coords(worker, i) if on_slice and i < ici.chips_per_host else None,
+                host_coords=ici.host_coords(i) if ici is not None and i < ici.chips_per_host else None,
             )
             for i, chip in enumerate(chips)
         )
-        fabric = _fabric(host, info, acc, topo_text, worker, hosts, problems)
+        links = host_links(ici, worker if on_slice else 0, len(chips), twisted=facts.twisted) if ici else ()
         quantity = len(devices) * _resource_per_chip(host.env, problems)
         return NodeDescription(
             backend=self.name,
@@ -468,11 +250,49 @@ class TPUBackend(AcceleratorBackend):
             resource_quantity=quantity,
             devices=devices,
             interconnect="ici",
+            links=links,
             fabric=fabric,
             location=location,
-            attributes=_attributes(info, shape),
+            attributes=_attributes(info, layout, fabric, topo),
             problems=tuple(problems),
         )
+
+
+def _location(host: Host, info: SliceInfo, problems: list[str]) -> Location:
+    if cloud_provider(host) != "gcp":
+        return Location()
+    if gke_environment(host.env) or info.metadata_failed:
+        # GKE: the facts are in the environment and no metadata request is made; a failed read
+        # is not repeated for the location keys (its reason is already in ``problems``).
+        return Location(provider="gcp")
+    return gcp_location(host, problems)  # answered from the same recursive read
+
+
+def _parse_identity(info: SliceInfo, problems: list[str]) -> tuple[AcceleratorType | None, Topology | None, bool]:
+    """(type, topology, whether the topology fits the type); a topology that does not fit is
+    still published (as Ray does) but not laid out."""
+    acc: AcceleratorType | None = None
+    if info.accelerator_type:
+        try:
+            acc = parse_accelerator_type(info.accelerator_type)
+        except TopologyStringError as exc:
+            problems.append(f"accelerator type from {info.sources['accelerator_type']}: {exc.message}")
+    topo: Topology | None = None
+    if info.topology:
+        try:
+            topo = parse_topology(info.topology)
+        except TopologyStringError as exc:
+            problems.append(f"topology from {info.sources['topology']}: {exc.message}")
+    if acc is not None and topo is not None:
+        if len(topo.dims) != acc.generation.dims:
+            problems.append(f"topology does not fit {acc.text}: {topo.text!r}: {acc.generation.name} topologies have "
+                            f"{acc.generation.dims} dimensions")
+            return acc, topo, False
+        if topo.chips != acc.chips:
+            problems.append(f"topology does not fit {acc.text}: {topo.text!r}: {topo.chips} chips, but accelerator type "
+                            f"{acc.text} has {acc.chips}")
+            return acc, topo, False
+    return acc, topo, True
 
 
 def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
@@ -487,24 +307,15 @@ def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
     return int(text)
 
 
-def _worker(info: SliceInfo, acc: AcceleratorType | None, problems: list[str]) -> int | None:
+def _worker(info: SliceInfo, layout: SliceLayout | None, problems: list[str]) -> int | None:
     if info.worker_id is not None:
         try:
             return ascii_uint(info.worker_id)
         except ValueError:
             problems.append(f"worker id from {info.sources['worker_id']} is not a number: {info.worker_id[:40]!r}")
-    if acc is not None and acc.hosts == 1:
+    if layout is not None and layout.hosts == 1:
         return 0  # a single-host slice has only worker 0
     return None
-
-
-def _coords(shape: SliceShape | None, worker: int | None, chip: int, count: int) -> tuple[int, ...] | None:
-    if shape is None or worker is None or count != shape.accelerator_type.chips_per_host:
-        return None
-    try:
-        return shape.chip_coords(worker, chip)
-    except ValueError:
-        return None
 
 
 def _sku(gen: Generation | None, accelerator_type: str | None, chips: list[TpuChip]) -> Sku:
@@ -522,18 +333,18 @@ def _sku(gen: Generation | None, accelerator_type: str | None, chips: list[TpuCh
                product=display, memory_bytes=gen.memory_bytes, pci_device_id=device_id or gen.pci_device)
 
 
-def _fabric(host: Host, info: SliceInfo, acc: AcceleratorType | None, topology: str | None,
+def _fabric(host: Host, info: SliceInfo, acc: AcceleratorType | None, topo: Topology | None,
             worker: int | None, hosts: int | None, problems: list[str]) -> Fabric | None:
     if acc is None:
         if info.accelerator_type is None:
             problems.append("slice unknown: no TPU_ACCELERATOR_TYPE and no accelerator-type from metadata")
         return None
     if worker is None:
-        problems.append(f"worker id unknown on a {acc.hosts}-host {acc.text} slice; slice labels left out")
+        problems.append(f"worker id unknown on a {hosts}-host {acc.text} slice; slice labels left out")
         return None
-    hosts = hosts or acc.hosts
+    hosts = hosts or 1
     if not 0 <= worker < hosts:
-        problems.append(f"worker id {worker} is outside 0..{hosts - 1} for {acc.text}")
+        problems.append(f"worker id {worker} is outside 0..{hosts - 1} for a {hosts}-host {acc.text} slice")
         return None
     name = info.name
     if not name:
@@ -544,17 +355,32 @@ def _fabric(host: Host, info: SliceInfo, acc: AcceleratorType | None, topology: 
             return None
         info.sources["name"] = "hostnames" if hosts > 1 else "hostname"
     hostnames = info.hostnames if info.hostnames != ("localhost",) else ()
-    return Fabric(kind="tpu-slice", id=name, hosts=hosts, worker=worker, topology=topology,
+    return Fabric(kind="tpu-slice", id=name, hosts=hosts, worker=worker, topology=topo.text if topo else None,
                   product=info.accelerator_type, hostnames=tuple(hostnames))
 
 
-def _attributes(info: SliceInfo, shape: SliceShape | None) -> dict[str, str]:
+def _attributes(info: SliceInfo, layout: SliceLayout | None, fabric: Fabric | None,
+                topo: Topology | None) -> dict[str, str]:
     out: dict[str, str] = {}
     if info.accelerator_type:
-        out[f"{LABEL_PREFIX}/accelerator-type"] = sanitize_value(info.accelerator_type)
-    if shape is not None:
-        out[f"{LABEL_PREFIX}/host-bounds"] = "x".join(map(str, shape.host_bounds))
-        out[f"{LABEL_PREFIX}/chips-per-host-bounds"] = "x".join(map(str, shape.chips_per_host_bounds))
+        out[TPU_ATTR_ACCELERATOR_TYPE] = sanitize_value(info.accelerator_type)
+    if fabric is None:
+        # Part of the slice only: what Ray's manager would label from it, field by field.
+        if info.name and info.sources.get("name") in ("env", "metadata"):
+            out[TPU_ATTR_SLICE_NAME] = sanitize_value(info.name)
+        worker = (info.worker_id or "").strip().removeprefix("+")
+        if worker.isascii() and worker.isdecimal() and len(worker) < 10:
+            out[TPU_ATTR_WORKER_ID] = str(int(worker))
+        if topo is not None:
+            out[TPU_ATTR_TOPOLOGY] = topo.text
+    if layout is not None:
+        out[f"{LABEL_PREFIX}/chips-per-host"] = str(layout.chips_per_host)
+        if layout.ici is not None:
+            ici = layout.ici
+            out[f"{LABEL_PREFIX}/host-bounds"] = "x".join(map(str, ici.host_bounds))
+            out[f"{LABEL_PREFIX}/chips-per-host-bounds"] = "x".join(map(str, ici.chip_block))
+            axes = "".join(a for a, w in zip("xyz", ici.wrap) if w)
+            out[f"{LABEL_PREFIX}/ici-wrap"] = ("twisted-" if layout.twisted and axes else "") + (axes or "none")
     if info.sources.get("name"):
         out[f"{LABEL_PREFIX}/slice-name-source"] = info.sources["name"]
     if info.state:
@@ -562,4 +388,3 @@ def _attributes(info: SliceInfo, shape: SliceShape | None) -> dict[str, str]:
     if info.health:
         out[f"{LABEL_PREFIX}/slice-health"] = sanitize_value(info.health)
     return {k: v for k, v in out.items() if v}
-

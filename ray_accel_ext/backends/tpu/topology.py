@@ -6,13 +6,10 @@ plugin ``pkg/tpu/util``):
 * An accelerator type is ``<generation>-<N>``. For v2, v3, v4, v5p and TPU7x ``N`` counts
   TensorCores (2 per chip); for v5e (``v5litepod``) and v6e it counts chips. So ``v4-16`` is 8
   chips, ``v6e-16`` 16 chips, ``tpu7x-8`` 4 chips.
-* A host holds 4 chips, except single-host v5e/v6e slices, which hold 1, 4 or 8 chips on one host;
-  a slice smaller than 4 chips is one (sub-)host.
-* Topologies are ``AxB`` (v2, v3, v5e, v6e) or ``AxBxC`` (v4, v5p, TPU7x). Chips per host form the
-  block ``2x2x1`` (``2x4x1`` for an 8-chip v5e/v6e host, ``1x1x1`` for one chip); host bounds are
-  the topology (padded with ``x1``) divided by that block, e.g. ``4x4`` -> ``2,2,1`` = 4 hosts.
-* Worker ids run x fastest over the host bounds, as the TPU runtime numbers them
-  (``TPU_WORKER_ID``, ``agent-worker-number``); chips within a host likewise.
+* A slice of a single-host size has 1, 2 or 4 chips (v5e/v6e: 1, 4 or 8); larger slices are
+  whole 4-chip multiples. How many hosts a slice has is not a property of the type: it is the
+  slice's chips divided by the chips of *this* host (:mod:`.layout`).
+* Topologies are ``AxB`` (v2, v3, v5e, v6e) or ``AxBxC`` (v4, v5p, TPU7x).
 """
 
 from __future__ import annotations
@@ -30,12 +27,10 @@ __all__ = [
     "TPU_PCI_VENDOR",
     "AcceleratorType",
     "Topology",
-    "SliceShape",
     "generation_for",
     "generation_from_pci",
     "parse_accelerator_type",
     "parse_topology",
-    "slice_shape",
     "DEFAULT_CHIPS_PER_HOST",
 ]
 
@@ -123,15 +118,24 @@ def generation_for(name: str) -> Generation:
     return gen
 
 
-def generation_from_pci(device: str, subsystem_device: str | None) -> Generation | None:
-    """The generation of a vendor-0x1ae0 PCI function, None when it is not a TPU (gVNIC, NVMe)."""
-    device = device.lower()
-    for gen in GENERATIONS:
-        if gen.pci_device != device:
-            continue
-        if gen.pci_subsystem is None or (subsystem_device or "").lower() == gen.pci_subsystem:
-            return gen
-    return None
+def generation_from_pci(device: str, subsystem_device: str | None, subsystem_vendor: str | None = None) -> Generation | None:
+    """The generation of a vendor-0x1ae0 PCI function, None when it is not a TPU (gVNIC, NVMe).
+
+    The SKU database (``ray_accel_ext/skus/data/tpu.json``) says which ids are TPU chips of which
+    generation, so a new id of a known generation is a change to that file alone; the table here
+    holds what the database has no fields for (cores, torus dimensions, device nodes).
+    """
+    from ...skus import lookup  # the database loads on first use, not at import
+
+    # any subsystem vendor matches the database's `*:<subsystem device>` entries (v2 and v3 share 0x0027)
+    subsystem = (subsystem_vendor or TPU_PCI_VENDOR, subsystem_device) if subsystem_device else None
+    entry = lookup(TPU_PCI_VENDOR, device, subsystem)
+    if entry is None or entry.family != "tpu":
+        return None
+    try:
+        return generation_for(entry.generation)
+    except TopologyStringError:
+        return None  # a generation this release has no layout for: counted as an unknown chip
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,16 +182,20 @@ class AcceleratorType:
         generation: its :class:`Generation`.
         suffix: the number after the dash (cores or chips, see ``generation.cores_per_chip``).
         chips: chips in the whole slice.
-        chips_per_host: chips on each host of the slice.
-        hosts: hosts (VMs) in the slice.
     """
 
     text: str
     generation: Generation
     suffix: int
     chips: int
-    chips_per_host: int
-    hosts: int
+
+    @property
+    def nominal_chips_per_host(self) -> int:
+        """Ray 2.60's guess of a host's chips from the type alone (``get_num_tpu_visible_chips_per_host``:
+        the whole slice up to 8 chips for v5e/v6e, else 4); used only when the host says nothing."""
+        if self.generation.max_single_host_chips == 8 and self.chips <= 8:
+            return self.chips
+        return min(self.chips, DEFAULT_CHIPS_PER_HOST)
 
     @property
     def cores(self) -> int:
@@ -223,81 +231,6 @@ def parse_accelerator_type(text: str) -> AcceleratorType:
         if chips not in gen.single_host_chips:
             allowed = ", ".join(map(str, gen.single_host_chips))
             raise TopologyStringError(text, f"a single-host {gen.name} slice has {allowed} chips, not {chips}")
-        chips_per_host = chips
-    else:
-        if chips % DEFAULT_CHIPS_PER_HOST:
-            raise TopologyStringError(
-                text, f"{chips} chips do not fill whole {DEFAULT_CHIPS_PER_HOST}-chip hosts"
-            )
-        chips_per_host = DEFAULT_CHIPS_PER_HOST
-    return AcceleratorType(text.strip(), gen, suffix, chips, chips_per_host, chips // chips_per_host)
-
-
-@dataclass(frozen=True, slots=True)
-class SliceShape:
-    """How a slice's chips are laid out over its hosts.
-
-    Attributes:
-        accelerator_type: the parsed type.
-        topology: the chip grid.
-        chips_per_host_bounds: chip block of one host (``(2, 2, 1)``).
-        host_bounds: grid of hosts (``(2, 2, 1)`` for ``4x4``).
-    """
-
-    accelerator_type: AcceleratorType
-    topology: Topology
-    chips_per_host_bounds: tuple[int, int, int]
-    host_bounds: tuple[int, int, int]
-
-    @property
-    def hosts(self) -> int:
-        """Hosts in the slice."""
-        return math.prod(self.host_bounds)
-
-    def host_origin(self, worker: int) -> tuple[int, int, int]:
-        """Chip coordinates of the first chip of host ``worker`` (x fastest)."""
-        hx, hy, _ = self.host_bounds
-        cx, cy, cz = self.chips_per_host_bounds
-        return ((worker % hx) * cx, ((worker // hx) % hy) * cy, (worker // (hx * hy)) * cz)
-
-    def chip_coords(self, worker: int, chip: int) -> tuple[int, ...]:
-        """Coordinates of chip ``chip`` (0-based on its host) of host ``worker``, in the
-        topology's own number of dimensions."""
-        if not 0 <= worker < self.hosts:
-            raise ValueError(f"worker {worker} is outside 0..{self.hosts - 1}")
-        cx, cy, _ = self.chips_per_host_bounds
-        if not 0 <= chip < math.prod(self.chips_per_host_bounds):
-            raise ValueError(f"chip {chip} is outside 0..{math.prod(self.chips_per_host_bounds) - 1}")
-        ox, oy, oz = self.host_origin(worker)
-        coords = (ox + chip % cx, oy + (chip // cx) % cy, oz + chip // (cx * cy))
-        return coords[: len(self.topology.dims)]
-
-
-def _chips_per_host_bounds(chips: int) -> tuple[int, int, int]:
-    # GKE tpu-device-plugin chipsPerHostBounds: 1 -> 1,1,1; 2 -> 1,2,1; 4 -> 2,2,1; 8 -> 2,4,1.
-    return {1: (1, 1, 1), 2: (1, 2, 1), 4: (2, 2, 1), 8: (2, 4, 1)}[chips]
-
-
-def slice_shape(accelerator_type: str | AcceleratorType, topology: str | Topology) -> SliceShape:
-    """Check that ``topology`` fits ``accelerator_type`` and lay the slice out over hosts.
-
-    Raises :class:`TopologyStringError` when either string is malformed, the topology has the
-    wrong number of dimensions for the generation, or the two disagree on the chip count.
-    """
-    acc = accelerator_type if isinstance(accelerator_type, AcceleratorType) else parse_accelerator_type(accelerator_type)
-    topo = topology if isinstance(topology, Topology) else parse_topology(topology)
-    gen = acc.generation
-    if len(topo.dims) != gen.dims:
-        raise TopologyStringError(topo.text, f"{gen.name} topologies have {gen.dims} dimensions")
-    if topo.chips != acc.chips:
-        raise TopologyStringError(
-            topo.text, f"{topo.chips} chips, but accelerator type {acc.text} has {acc.chips}"
-        )
-    block = _chips_per_host_bounds(acc.chips_per_host)
-    t = topo.bounds3
-    if len(topo.dims) == 2 and acc.chips_per_host == 8 and t[0] > t[1]:
-        block = (4, 2, 1)  # an 8-chip host laid out 4x2
-    if any(t[i] % block[i] for i in range(3)):
-        raise TopologyStringError(topo.text, f"does not divide into hosts of {block[0]}x{block[1]}x{block[2]} chips")
-    hosts = (t[0] // block[0], t[1] // block[1], t[2] // block[2])
-    return SliceShape(acc, topo, block, hosts)
+    elif chips % DEFAULT_CHIPS_PER_HOST:
+        raise TopologyStringError(text, f"{chips} chips are no whole number of {DEFAULT_CHIPS_PER_HOST}-chip groups")
+    return AcceleratorType(text.strip(), gen, suffix, chips)

@@ -7,22 +7,26 @@ Inside a task or actor scheduled with ``resources={"TPU": n}`` (for example in a
     me = my_tpu_chips()
     me.slice_name, me.worker_id, me.topology   # "slice-a", 2, "4x4"
     me.chip_indices, me.coords                 # (0, 1, 2, 3), ((0, 2), (1, 2), (0, 3), (1, 3))
+    me.host_coords                             # ((0, 0), (1, 0), (0, 1), (1, 1))
+    me.links                                   # the ICI links of those chips (to other hosts too)
 
 The chips are the ids Ray assigned (``ray.get_runtime_context().get_accelerator_ids()["TPU"]``,
 which are ``TPU_VISIBLE_CHIPS`` indices) matched to the node's description, so each comes with its
-PCI address, NUMA node and local CPUs. The node is described once per worker process from the host
-the node was started with (``RAY_ACCEL_ROOT`` and the metadata endpoint are inherited from the
-raylet). Ray is imported only inside :func:`my_tpu_chips`.
+PCI address, NUMA node and local CPUs. The description is what the node's start hook published
+(:func:`ray_accel_ext.worker.node_inventory`); where it has no slice, the slice fields come from the
+node's own labels. No metadata server is asked. Ray is imported only inside :func:`my_tpu_chips`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import RuntimeTopologyError
-from ...model import Device, Fabric
-from ...worker import WorkerTopology, my_devices
+from ...labels import PROJECT_PREFIX, RAY_PREFIX
+from ...model import Device, Fabric, Link
+from ...worker import WorkerTopology, _node_inventory, my_devices
 
 __all__ = ["TpuWorkerInfo", "my_tpu_chips", "tpu_info_from"]
 
@@ -50,6 +54,7 @@ class TpuWorkerInfo:
     topology: str | None
     accelerator_type: str | None
     hostnames: tuple[str, ...] = ()
+    links: tuple[Link, ...] = ()
 
     @property
     def chip_indices(self) -> tuple[int, ...]:
@@ -61,6 +66,11 @@ class TpuWorkerInfo:
         """Each held chip's coordinates in the slice topology (None where not derivable)."""
         return tuple(d.coords for d in self.chips)
 
+    @property
+    def host_coords(self) -> tuple[tuple[int, ...] | None, ...]:
+        """Each held chip's coordinates within its host."""
+        return tuple(d.host_coords for d in self.chips)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types, for returning from a task."""
         return {
@@ -68,6 +78,8 @@ class TpuWorkerInfo:
             "chips": [d.to_dict() for d in self.chips],
             "chip_indices": list(self.chip_indices),
             "coords": [list(c) if c is not None else None for c in self.coords],
+            "host_coords": [list(c) if c is not None else None for c in self.host_coords],
+            "links": [link.to_dict() for link in self.links],
             "slice_name": self.slice_name,
             "worker_id": self.worker_id,
             "hosts": self.hosts,
@@ -77,11 +89,27 @@ class TpuWorkerInfo:
         }
 
 
-def tpu_info_from(topology: WorkerTopology) -> TpuWorkerInfo:
-    """Turn a generic :class:`~ray_accel_ext.worker.WorkerTopology` of ``TPU`` devices into TPU terms."""
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.isascii() and text.isdecimal() else None
+
+
+def tpu_info_from(topology: WorkerTopology, links: tuple[Link, ...] = (),
+                  node_labels: Mapping[str, str] | None = None) -> TpuWorkerInfo:
+    """Turn a generic :class:`~ray_accel_ext.worker.WorkerTopology` of ``TPU`` devices into TPU
+    terms; without a slice in it, the slice fields come from ``node_labels`` (the node's labels)."""
     if topology.resource_name != "TPU":
         raise RuntimeTopologyError(f"expected TPU devices, got {topology.resource_name}")
     fabric: Fabric | None = topology.fabric if topology.fabric and topology.fabric.kind == "tpu-slice" else None
+    held = {d.index for d in topology.devices}
+    mine = tuple(link for link in links if link.a in held)
+    if fabric is None and node_labels:
+        get = node_labels.get
+        return TpuWorkerInfo(
+            accelerator_ids=topology.accelerator_ids, chips=topology.devices,
+            slice_name=get(f"{RAY_PREFIX}/tpu-slice-name"), worker_id=_int(get(f"{RAY_PREFIX}/tpu-worker-id")),
+            hosts=_int(get(f"{PROJECT_PREFIX}/fabric-hosts")), topology=get(f"{RAY_PREFIX}/tpu-topology"),
+            accelerator_type=get(f"{RAY_PREFIX}/tpu-pod-type"), links=mine,
+        )
     return TpuWorkerInfo(
         accelerator_ids=topology.accelerator_ids,
         chips=topology.devices,
@@ -91,6 +119,7 @@ def tpu_info_from(topology: WorkerTopology) -> TpuWorkerInfo:
         topology=fabric.topology if fabric else None,
         accelerator_type=fabric.product if fabric else None,
         hostnames=fabric.hostnames if fabric else (),
+        links=mine,
     )
 
 
@@ -100,4 +129,9 @@ def my_tpu_chips() -> TpuWorkerInfo:
     Raises :class:`~ray_accel_ext.errors.RuntimeTopologyError` outside a Ray worker, or when the
     task holds no TPU chips.
     """
-    return tpu_info_from(my_devices("TPU"))
+    import ray
+
+    topology = my_devices("TPU")
+    desc = next((d for d in _node_inventory().descriptions if d.resource_name == "TPU"), None)
+    labels = ray.get_runtime_context().get_node_labels() if topology.fabric is None else None
+    return tpu_info_from(topology, desc.links if desc else (), labels)

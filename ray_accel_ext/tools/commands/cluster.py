@@ -2,15 +2,18 @@
 
 Domains are TPU slices, NVLink domains and UltraServers (``rayaccel.io/fabric-domain``), else
 racks (``rayaccel.io/rack``), else single hosts. Each node is probed once with a zero-CPU task
-pinned to it, which runs discovery there; ``--format json`` prints the full inventory (every
-node's NodeDescription, labels, resources, health marks, placement groups).
+pinned to it, which runs discovery there; ``--format json`` prints the dashboard's ``/api/cluster``
+document (every node's NodeDescription, labels, resources, health marks, PCIe paths, occupancy,
+advice; placement groups; the tasks and actors holding devices; one round of device metrics).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from ...cluster.inventory import ClusterInventory, gather
+from ...cluster.collect import gather
+from ...cluster.dashboard import ClusterSource
+from ...cluster.inventory import ClusterInventory
 from ...labels import FABRIC_WORKER
 from ._common import add_format_option, print_json, table
 
@@ -68,9 +71,8 @@ def _pg_name(inv: ClusterInventory, pg_id: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    inv = gather(args.address, probe_timeout_s=args.timeout)
     if args.format == "json":
-        print_json(inv.to_dict())
+        print_json(ClusterSource(args.address, probe_timeout_s=args.timeout).document())
     else:
-        print(render_table(inv))
+        print(render_table(gather(args.address, probe_timeout_s=args.timeout)))
     return 0

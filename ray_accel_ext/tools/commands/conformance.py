@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("pytest") is None:
         print("ray-accel conformance: the suite runs under pytest, which is not installed "
               "(pip install 'ray-accel-ext[test]' or pip install pytest)", file=sys.stderr)
-        return 2
+        return 1
     code, results, output = run_suite(args)
     items = checklist(results)
     ok = code == 0 and bool(results)

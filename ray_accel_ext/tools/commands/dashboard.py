@@ -1,30 +1,66 @@
 """``ray-accel dashboard``: a web page of the cluster's accelerators on http://127.0.0.1:PORT/.
 
-Domains as groups of hosts, each host's devices with their fabric links and nearest NICs, the
-placement groups occupying each domain, and degraded nodes with their reasons. The page refreshes
-itself; the inventory is gathered again every ``--refresh`` seconds. Stop with Ctrl-C.
+Fabric domains as their shapes (TPU slice grids, NVLink trays, UltraServers), each host as an
+lstopo-like diagram with its path-class matrix, the placement groups, tasks and actors holding
+devices, per-device utilisation and memory where Ray exports them, and degraded nodes with the
+doctor's advice. The page renders /api/cluster (the JSON `ray-accel cluster --format json`
+prints) and refreshes itself; the cluster is read again every --refresh seconds. Stop with Ctrl-C.
+
+Served on 127.0.0.1 only unless --host names another address, which needs a token
+($RAY_ACCEL_DASHBOARD_TOKEN or --token-file): open http://HOST:PORT/?token=TOKEN once.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import time
+from pathlib import Path
 
-from ...cluster.dashboard import DashboardServer
-from ...cluster.inventory import InventoryCollector
+from ...cluster.dashboard import TOKEN_ENV, ClusterSource, DashboardRefused, DashboardServer
+from ...errors import RayAccelError
+from ._common import port_number
 
 
 def register(sub) -> None:
-    p = sub.add_parser("dashboard", help="serve a web page of the cluster's accelerators on localhost", description=__doc__)
+    p = sub.add_parser("dashboard", help="serve a web page of the cluster's accelerators on localhost", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: $RAY_ADDRESS, else auto)")
-    p.add_argument("--port", type=int, default=8266, metavar="N", help="port on 127.0.0.1 (default 8266; 0 picks one)")
-    p.add_argument("--refresh", type=float, default=3.0, metavar="SECONDS", help="inventory refresh interval (default 3)")
+    p.add_argument("--host", default="127.0.0.1", metavar="ADDR",
+                   help="address to listen on (default 127.0.0.1; anything else requires a token)")
+    p.add_argument("--port", type=port_number, default=8266, metavar="N", help="port (default 8266; 0 picks one)")
+    p.add_argument("--refresh", type=float, default=3.0, metavar="SECONDS", help="refresh interval (default 3)")
+    p.add_argument("--token-file", metavar="FILE", help=f"file holding the access token (default: ${TOKEN_ENV})")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a host name browsers use to reach the page (for the Host check; repeatable)")
     p.set_defaults(func=run)
 
 
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token_file:
+        text = Path(args.token_file).read_text().strip()
+        if not text:
+            raise DashboardRefused(f"the token file {args.token_file} is empty")
+        return text
+    return os.environ.get(TOKEN_ENV) or None
+
+
 def run(args: argparse.Namespace) -> int:
-    collector = InventoryCollector(args.address)
-    with DashboardServer(lambda: collector.gather().to_dict(), port=args.port, refresh_s=args.refresh) as server:
-        print(f"ray-accel dashboard: {server.url} (Ctrl-C to stop)", flush=True)
+    import ray  # noqa: F401 - without Ray, say so now instead of serving a page that cannot fill
+
+    token = _token(args)
+    source = ClusterSource(args.address)
+    try:
+        server = DashboardServer(source.document, host=args.host, port=args.port, refresh_s=args.refresh, token=token,
+                                 allowed_hosts=args.allow_host)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise RayAccelError(f"port {args.port} on {args.host} is in use: pick another with --port, or --port 0 "
+                                "for a free one") from None
+        raise RayAccelError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    with server:
+        hint = " (open it once with ?token=... to set the cookie)" if token else ""
+        print(f"ray-accel dashboard: {server.url}{hint} (Ctrl-C to stop)", flush=True)
         while True:
             time.sleep(3600)

@@ -24,8 +24,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ...cluster.collect import _ensure_ray
     from ...cluster.health import registry_marks, start_node_monitors
-    from ...cluster.inventory import _ensure_ray
 
     _ensure_ray(args.address)
     if args.action == "start":

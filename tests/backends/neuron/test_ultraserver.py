@@ -15,6 +15,7 @@ ray = pytest.importorskip("ray")
 
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group  # noqa: E402
 
+from ray_accel_ext.compat import RAY_FEATURES, has_feature  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from tests.support.neuron_hosts import ultraserver_node  # noqa: E402
 from tests.support.paths import HOSTS  # noqa: E402
@@ -56,6 +57,8 @@ def test_four_nodes_share_one_fabric_domain(cluster):
     assert solo[DOMAIN] != SERVER_ID and solo["rayaccel.io/fabric-hosts"] == "1"
 
 
+@pytest.mark.skipif(not has_feature("topology_strategy"),
+                    reason=f"this Ray has no topology_strategy: {RAY_FEATURES['topology_strategy'].where}")
 def test_strict_pack_on_the_fabric_domain_lands_inside_the_ultraserver(cluster):
     bundle = {"neuron_cores": 64}
     topology = {DOMAIN: "STRICT_PACK"}

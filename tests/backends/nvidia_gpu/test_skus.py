@@ -1,15 +1,21 @@
-"""NVIDIA SKU table: every required SKU, Ray's accelerator-type names, unknown device ids."""
+"""NVIDIA SKUs through the SKU database: the issue's required SKUs, Ray's type with and without
+NVML, the memory rule, and unknown device ids (counted, named, reported)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from ray_accel_ext.backends.nvidia_gpu.backend import NvidiaGPUBackend, sku_for, sku_table
+from ray_accel_ext import skus
+from ray_accel_ext.backends.nvidia_gpu.backend import NvidiaGPUBackend
+from ray_accel_ext.host import open_host
+from ray_accel_ext.ray_hook import node_spec
 from ray_accel_ext.registry import load_backends
 from ray_accel_ext.tools.cli import main
 from tests.support.paths import HOSTS as ALL_HOSTS
+from tests.support.pci_hosts import nvidia_host
 
 HOSTS = ALL_HOSTS / "nvidia_gpu"
 
@@ -34,50 +40,86 @@ REQUIRED = {
 }
 
 
+def _labels(root) -> dict[str, str]:
+    return dict(node_spec(root, environ={}).labels)
+
+
 @pytest.mark.parametrize("device_id", sorted(REQUIRED))
-def test_required_sku(device_id):
+def test_required_sku_from_the_database(device_id):
     name, generation, ray_type, gib, nvlink = REQUIRED[device_id]
-    sku = sku_for(device_id)
-    assert (sku.vendor, sku.name, sku.generation, sku.ray_accelerator_type) == ("nvidia", name, generation, ray_type)
-    assert sku.memory_bytes == gib << 30
-    assert sku.known and sku.pci_device_id == device_id
-    assert sku_table()[device_id]["nvlink"] == nvlink
+    entry = skus.lookup("0x10de", device_id)
+    assert (entry.vendor, entry.sku, entry.generation, entry.ray_accelerator_type) == ("nvidia", name, generation, ray_type)
+    assert entry.memory_gib == gib and entry.interconnect == nvlink
 
 
-def test_table_keys_are_lower_case_pci_ids_and_fields_complete():
-    for device_id, entry in sku_table().items():
-        assert device_id == device_id.lower() and device_id.startswith("0x") and len(device_id) == 6, device_id
-        assert {"sku", "generation", "ray_accelerator_type", "product", "memory_gib", "nvlink"} <= set(entry), device_id
-        assert entry["nvlink"] in ("none", "nvlink3", "nvlink4", "nvlink5"), device_id
+@pytest.mark.parametrize("device_id, nvml_name, nvml_mib", [
+    ("0x26b5", "NVIDIA L40", 46068),     # GDDR6 with ECC: NVML shows 45 GiB of 48
+    ("0x26b9", "NVIDIA L40S", 46068),
+])
+def test_l40_and_l40s_both_show_48_gib(tmp_path, device_id, nvml_name, nvml_mib):
+    """One unit and rule for table and NVML values: the marketed 48 GiB, not NVML's 45."""
+    root = nvidia_host(tmp_path / device_id, device_id, count=1, nvml_name=nvml_name, memory_mib=nvml_mib)
+    labels = _labels(root)
+    assert labels["rayaccel.io/memory-gib"] == "48"
+    assert labels["ray.io/accelerator-type"] == nvml_name.split()[-1]
 
 
-def test_ray_type_is_what_ray_derives_from_the_nvml_name():
-    """Our published accelerator type equals Ray 2.60's own NVIDIA manager's for the same GPU,
-    including the RTX PRO 6000 (Ray 2.60 gives ``RTX-PRO-6000``, not ``RTX``)."""
+def test_without_nvml_ray_publishes_no_type_and_neither_do_we(tmp_path):
+    """Ray 2.60's NVIDIA manager reads the type from NVML; without NVML the node has none (the SKU,
+    memory and count still come from sysfs and the database)."""
+    root = nvidia_host(tmp_path / "h100", "0x2330", subsystem=("0x10de", "0x16c1"), count=8)
+    spec = node_spec(root, environ={})
+    assert spec.resources == {"GPU": 8.0}
+    assert "ray.io/accelerator-type" not in spec.labels
+    assert (spec.labels["rayaccel.io/sku"], spec.labels["rayaccel.io/memory-gib"]) == ("h100-sxm5-80gb", "80")
+    assert spec.labels["rayaccel.io/discovery"] == "ok"
+
+
+def test_ray_type_comes_from_nvml_device_0(tmp_path):
+    """Ray names the node after NVML device 0 (an RTX PRO 6000 reads ``RTX-PRO-6000`` in Ray 2.60)."""
     from ray._private.accelerators.nvidia_gpu import NvidiaGPUAcceleratorManager
 
-    for device_id, entry in sku_table().items():
-        ray_type = NvidiaGPUAcceleratorManager._gpu_name_to_accelerator_type(entry["product"])
-        assert entry["ray_accelerator_type"] == ray_type, (device_id, entry["product"], ray_type)
-    assert sku_for("0x2bb5").ray_accelerator_type == "RTX-PRO-6000"
+    name = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    root = nvidia_host(tmp_path / "rtx", "0x2bb5", count=2, nvml_name=name, memory_mib=97887)
+    spec = node_spec(root, environ={})
+    expected = NvidiaGPUAcceleratorManager._gpu_name_to_accelerator_type(name)
+    assert spec.labels["ray.io/accelerator-type"] == expected == "RTX-PRO-6000"
+    assert spec.resources["accelerator_type:RTX-PRO-6000"] == 1
 
 
-def test_unknown_device_id_is_an_unknown_sku_never_dropped():
-    sku = sku_for("0x2B85", "NVIDIA GeForce RTX 5090")
-    assert sku.name == "nvidia-unknown-0x2b85" and not sku.known and sku.generation == "unknown"
-    from ray._private.accelerators.nvidia_gpu import NvidiaGPUAcceleratorManager
-
-    assert sku.ray_accelerator_type == NvidiaGPUAcceleratorManager._gpu_name_to_accelerator_type("NVIDIA GeForce RTX 5090")
-    no_name = sku_for("0x9999")
-    assert no_name.name == "nvidia-unknown-0x9999" and no_name.ray_accelerator_type is None
-
-
-def test_unknown_device_snapshot_counts_the_gpu_not_its_audio_function(capsys):
+def test_unknown_device_snapshot_counts_the_gpu_names_it_and_says_so(capsys):
     assert main(["ray-args", "--root", str(HOSTS / "unknown-device-id"), "--format", "json"]) == 0
     spec = json.loads(capsys.readouterr().out)
-    assert spec["resources"]["GPU"] == 1
-    assert spec["labels"]["rayaccel.io/sku"] == "nvidia-unknown-0x2b85"
-    assert spec["labels"]["rayaccel.io/discovery"] == "ok"
+    assert spec["resources"] == {"GPU": 1, "accelerator_type:GeForce-RTX-5090": 1}
+    assert spec["labels"]["rayaccel.io/sku"] == "geforce-rtx-5090"
+    assert spec["labels"]["rayaccel.io/generation"] == "unknown"
+    assert spec["labels"]["rayaccel.io/discovery"] == "degraded"
+    desc = NvidiaGPUBackend().describe(open_host(HOSTS / "unknown-device-id", environ={}))
+    assert not desc.sku.known
+    assert any("10de:2b85" in p and "not in the SKU database" in p for p in desc.problems), desc.problems
+
+
+def test_unknown_device_without_nvml_is_vendor_unknown_id(tmp_path):
+    snap = tmp_path / "unknown"
+    shutil.copytree(HOSTS / "unknown-device-id", snap, symlinks=True)
+    (snap / "libraries" / "nvml.json").unlink()
+    labels = _labels(snap)
+    assert labels["rayaccel.io/sku"] == "nvidia-unknown-0x2b85"
+    assert "ray.io/accelerator-type" not in labels and "rayaccel.io/memory-gib" not in labels
+    assert node_spec(snap, environ={}).resources == {"GPU": 1.0}
+
+
+def test_host_pci_ids_names_an_unknown_device(tmp_path):
+    """Without NVML, the host's own pci.ids (hwdata) names the GPU; generation stays unknown."""
+    snap = tmp_path / "unknown"
+    shutil.copytree(HOSTS / "unknown-device-id", snap, symlinks=True)
+    (snap / "libraries" / "nvml.json").unlink()
+    hwdata = snap / "rootfs/usr/share/hwdata"
+    hwdata.mkdir(parents=True)
+    (hwdata / "pci.ids").write_text("10de  NVIDIA Corporation\n\t2b85  GB202 [GeForce RTX 5090]\n")
+    labels = _labels(snap)
+    assert (labels["rayaccel.io/sku"], labels["rayaccel.io/generation"]) == ("geforce-rtx-5090", "unknown")
+    assert "ray.io/accelerator-type" not in labels
 
 
 def test_backend_is_registered_through_the_entry_point():

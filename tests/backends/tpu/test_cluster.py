@@ -78,7 +78,11 @@ def test_hook_gives_every_host_its_slice_labels_and_resources(cluster):
 
 def test_slice_placement_groups_take_whole_slices_and_a_third_waits(cluster):
     import ray
+    from ray.util import tpu
     from ray.util.tpu import slice_placement_group
+
+    if not hasattr(tpu.SlicePlacementGroup, "release_head_pgs"):
+        pytest.skip("this Ray's slice_placement_group has no head_reservation_timeout_s/release_head_pgs (Ray 2.56+)")
 
     first = slice_placement_group(topology="4x4", accelerator_version="v6e", head_reservation_timeout_s=60)
     assert first.placement_group.wait(60)
@@ -118,11 +122,17 @@ def test_slice_placement_groups_take_whole_slices_and_a_third_waits(cluster):
 
 
 def test_worker_sees_its_chips_and_slice_coordinates(cluster):
+    import inspect
+
     import ray
+    from ray.util import tpu
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     from ray.util.tpu import slice_placement_group
 
-    sp = slice_placement_group(topology="4x4", accelerator_version="v6e", head_reservation_timeout_s=60)
+    # head_reservation_timeout_s came with Ray 2.56 (compat.RAY_FEATURES); 2.55 waits its own way
+    wait = {"head_reservation_timeout_s": 60} if "head_reservation_timeout_s" in inspect.signature(
+        tpu.SlicePlacementGroup.__init__).parameters else {}
+    sp = slice_placement_group(topology="4x4", accelerator_version="v6e", **wait)
     try:
         assert sp.placement_group.wait(60)
 
@@ -142,5 +152,32 @@ def test_worker_sees_its_chips_and_slice_coordinates(cluster):
             assert o["chip_indices"] == [0, 1, 2, 3] and o["topology"] == "4x4" and o["hosts"] == 4
         every = {tuple(c) for o in out for c in o["coords"]}
         assert every == {(x, y) for x in range(4) for y in range(4)}  # the 4 hosts tile the 4x4 grid
+        for o in out:
+            assert o["host_coords"] == [[0, 0], [1, 0], [0, 1], [1, 1]]
+            ends = {(link["a"], link.get("peer_worker"), link["b"]) for link in o["links"]}
+            assert {(0, None, 1), (0, None, 2), (1, None, 3), (2, None, 3)} <= ends  # the 2x2 block
+            assert all(p != o["worker_id"] for _, p, _ in ends if p is not None)
     finally:
         sp.shutdown()
+
+
+def test_workers_ask_no_metadata_server(cluster):
+    """The GCE v5p host: its start made one metadata request; its workers, asking for their chips
+    (ours) and their slice (Ray's ``ray.util.tpu`` helpers), make none."""
+    import ray
+
+    node = next(n for n in cluster.nodes if n.name == "v5p-w1")
+    gce = node.servers.gce
+    assert gce.count("instance/") == 1 and gce.count() == 1  # the node start, through the hook
+
+    @ray.remote(num_cpus=0, resources={"TPU": 4}, label_selector={NODE_NAME_LABEL: "v5p-w1"})
+    def ask():
+        from ray.util.tpu import get_current_pod_name
+
+        from ray_accel_ext.backends.tpu.worker import my_tpu_chips
+
+        me = my_tpu_chips()
+        return me.slice_name, me.worker_id, me.hosts, get_current_pod_name()
+
+    assert ray.get([ask.remote() for _ in range(3)]) == [("4723019483750192837", 1, 2, "4723019483750192837")] * 3
+    assert gce.count() == 1

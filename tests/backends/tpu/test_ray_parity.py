@@ -1,121 +1,209 @@
-"""For every TPU host snapshot: our ``ray.io/*`` labels and TPU resources equal what Ray 2.60's own
+"""Our ``ray.io/*`` labels, TPU resources and host count equal what Ray 2.60's own
 ``TPUAcceleratorManager`` gives the same machine, except where ours is a documented fix.
 
-Both sides read the same inputs: the snapshot's rootfs and env.json, and one loopback GCE
-metadata fake serving its metadata.json. Ours runs through the CLI (``ray-accel ray-args``);
-Ray's through ``ResourceAndLabelSpec.resolve()`` with its file access and hard-coded metadata URL
-pointed at the snapshot (:mod:`tests.support.ray_tpu`; Ray's transport is redirected,
-nothing of ours is patched). The fixes are listed in ``FIXES`` with the reason, and in
-docs/tpu.md ("Where we differ from Ray's TPU manager").
+Both sides read the same inputs: a host snapshot's rootfs and env.json, and a loopback GCE
+metadata fake serving its metadata.json (one fake per side, so each side's requests are counted
+apart). Ours runs through discovery and the adapter (what the start hook and ``ray-accel
+ray-args`` run); Ray's through ``ResourceAndLabelSpec.resolve()`` with its file access and
+hard-coded metadata URL pointed at the snapshot (:mod:`tests.support.ray_tpu`; Ray's
+transport is redirected, nothing of ours is patched), plus Ray's host count
+``get_num_workers_in_current_tpu_pod``.
+
+Inputs: every committed TPU snapshot, and the input classes of ``tests/support/tpu_parity_cases.py``
+(each generation's pod types on 1-, 4- and 8-chip hosts, GKE and GCE, partial and malformed
+identity, VFIO layouts). Where we differ on purpose a rule below says so, with the row of the
+differences table in docs/tpu.md it stands for; every rule must fire at least once and change
+something when it does.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import threading
 from collections import Counter
 
 import pytest
 
+from ray_accel_ext.backends.tpu.topology import parse_accelerator_type, parse_topology
+from ray_accel_ext.errors import TopologyStringError
 from ray_accel_ext.testing.fake_metadata import MetadataServers
-from ray_accel_ext.testing.snapshots import metadata_spec, snapshot_dirs
-from ray_accel_ext.tools.cli import main
+from ray_accel_ext.testing.snapshots import metadata_spec, run_snapshot, snapshot_dirs
 from tests.support.paths import HOSTS
 from tests.support.ray_tpu import ray_tpu_node_spec
+from tests.support.tpu_parity_cases import Case, cases
 
 TPU_SNAPSHOTS = snapshot_dirs(HOSTS / "tpu")
-
-# snapshot -> (why, {key: our value or None (we do not publish it)} for resources and labels).
-FIXES: dict[str, tuple[str, dict[str, object], dict[str, object]]] = {
-    "gke-tpu7x-4chip-single-host": (
-        "Ray counts one TPU per VFIO group, 8 on a 4-chip TPU7x host (each chip is one PCI slot with two "
-        "functions); we count chips. GKE sets neither TPU_NAME nor TPU_WORKER_ID on a single-host TPU7x "
-        "pod, so Ray publishes no slice name, worker id or slice resources and ray.util.tpu cannot count "
-        "the slice; we name a single-host slice after its host, worker 0.",
-        {"TPU": 4, "gke-tpu7x-pool-0": 1, "TPU-v7x-8-head": 1},
-        {"ray.io/tpu-slice-name": "gke-tpu7x-pool-0", "ray.io/tpu-worker-id": "0"},
-    ),
-    "gce-gvnic-nvme-no-tpu": (
-        "Ray counts any VFIO group holding a 0x1ae0 function as a TPU, so a gVNIC bound to vfio-pci "
-        "for DPDK becomes 'TPU: 1'; we count only TPU device ids.",
-        {"TPU": None},
-        {},
-    ),
-    "gce-v6e-4-metadata-timeout": (
-        "With no metadata answer Ray has no pod type and so no accelerator type; we know the chips are "
-        "v6e from their PCI device id and publish TPU-V6E (no slice labels: the slice is unknown).",
-        {"accelerator_type:TPU-V6E": 1},
-        {"ray.io/accelerator-type": "TPU-V6E"},
-    ),
+CASES = list(cases())
+RAY_TYPE = {"v2": "TPU-V2", "v3": "TPU-V3", "v4": "TPU-V4", "v5p": "TPU-V5P", "v5litepod": "TPU-V5LITEPOD",
+            "v6e": "TPU-V6E", "tpu7x": "TPU-V7X"}
+# Rule id -> docs/tpu.md differences row (the words the row starts with).
+RULES = {
+    "tpu7x-chips": "TPU7x host",
+    "non-tpu-vfio": "A Google function on vfio-pci",
+    "type-ray-cannot-read": "No accelerator type Ray can read",
+    "single-host-named": "Single-host slice without a name or worker id",
+    "hostnames-name": "Multi-host slice without a name",
+    "topology-unparsed": "A topology that does not parse",
 }
+FIRED: Counter[str] = Counter()
 
 
-def _ours(snapshot, env, capsys, monkeypatch):
-    for key in ("GCE_METADATA_HOST", "RAY_ACCEL_TPU_API_ENDPOINT"):
-        monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    assert main(["ray-args", "--root", str(snapshot), "--format", "json"]) == 0
-    spec = json.loads(capsys.readouterr().out)
-    return spec["resources"], {k: v for k, v in spec["labels"].items() if k.startswith("ray.io/")}
+def _ours(snapshot):
+    inventory, spec = run_snapshot(snapshot)
+    resources = {k: (int(v) if float(v).is_integer() else v) for k, v in spec.resources.items()}
+    labels = {k: v for k, v in spec.labels.items() if k.startswith("ray.io/")}
+    hosts = spec.labels.get("rayaccel.io/fabric-hosts")
+    return {"resources": resources, "labels": labels, "hosts": int(hosts) if hosts else None}, inventory
 
 
-def _apply(fix: dict[str, object], ray_side: dict) -> dict:
-    out = dict(ray_side)
-    for key, value in fix.items():
-        if value is None:
-            out.pop(key, None)
+def _ray(snapshot):
+    spec = metadata_spec(snapshot)
+    with MetadataServers(spec) as servers:
+        base = f"http://{servers.gce.address}" if servers.gce else None
+        return ray_tpu_node_spec(snapshot, base)
+
+
+def _type_text(case: Case) -> str | None:
+    return case.env.get("TPU_ACCELERATOR_TYPE") or case.attributes.get("accelerator-type")
+
+
+def _parsed_type(case: Case):
+    try:
+        return parse_accelerator_type(_type_text(case) or "")
+    except TopologyStringError:
+        return None
+
+
+def _topology_text(case: Case) -> str | None:
+    if "TPU_TOPOLOGY" in case.env:
+        return case.env["TPU_TOPOLOGY"]
+    env = case.attributes.get("tpu-env", "")
+    return next((line.split("'")[1] for line in env.splitlines() if line.startswith("TOPOLOGY:")), None)
+
+
+def _expected(case: Case, ray: dict) -> tuple[dict, list[str]]:
+    """Ray's answer with our documented fixes applied; the ids of the fixes that changed it."""
+    res, labels = dict(ray["resources"]), dict(ray["labels"])
+    hosts = ray["workers"]
+    fired: list[str] = []
+    acc = _parsed_type(case)
+
+    def fire(rule: str, before: object, after: object) -> None:
+        if before != after:
+            fired.append(rule)
+
+    if case.gen == "tpu7x" or case.extra_google_vfio:
+        # Ray counts IOMMU groups: two per TPU7x chip, and any group with a Google function.
+        rule = "tpu7x-chips" if case.gen == "tpu7x" else "non-tpu-vfio"
+        before = (dict(res), hosts)
+        if case.chips:
+            res["TPU"] = case.chips
         else:
-            out[key] = value
-    return out
+            res.pop("TPU", None)
+        if acc is not None and hosts is not None:
+            hosts = math.ceil(acc.chips / case.chips)
+        fire(rule, before, (res, hosts))
+    if case.gen is not None and not any(k.startswith("accelerator_type:") for k in res):
+        # The chips say what they are; Ray knows only what the type string says.
+        res[f"accelerator_type:{RAY_TYPE[case.gen]}"] = 1
+        labels["ray.io/accelerator-type"] = RAY_TYPE[case.gen]
+        if acc is not None and case.chips:  # a type only we can read ("V4-8") sizes the slice too
+            hosts = math.ceil(acc.chips / case.chips)
+        fired.append("type-ray-cannot-read")
+    topo = _topology_text(case)
+    if topo is not None and "ray.io/tpu-topology" in labels:
+        try:
+            parse_topology(topo)
+        except TopologyStringError:
+            del labels["ray.io/tpu-topology"]
+            fired.append("topology-unparsed")
+    pod_type = labels.get("ray.io/tpu-pod-type")
+    if acc is not None and case.chips and math.ceil(acc.chips / case.chips) == 1:
+        # One host: it is worker 0, and a slice of one host can be named after it.
+        before = (dict(labels), dict(res))
+        labels.setdefault("ray.io/tpu-worker-id", "0")
+        name = labels.setdefault("ray.io/tpu-slice-name", case.hostname)
+        if pod_type:
+            res.setdefault(name, 1)
+            if labels["ray.io/tpu-worker-id"] == "0":
+                res.setdefault(f"TPU-{pod_type}-head", 1)
+        fire("single-host-named", before, (labels, res))
+    hostnames = case.env.get("TPU_WORKER_HOSTNAMES") or case.attributes.get("worker-network-endpoints")
+    if acc is not None and hostnames and "ray.io/tpu-slice-name" not in labels and "ray.io/tpu-worker-id" in labels:
+        first = hostnames.split(",")[0].split(":")[-1]
+        labels["ray.io/tpu-slice-name"] = first
+        if pod_type:
+            res[first] = 1
+            if labels["ray.io/tpu-worker-id"] == "0":
+                res[f"TPU-{pod_type}-head"] = 1
+        fired.append("hostnames-name")
+    return {"resources": res, "labels": labels, "hosts": hosts}, fired
+
+
+def _compare(ours: dict, expected: dict, why: list[str]) -> None:
+    assert ours["resources"] == expected["resources"], f"resources differ from Ray's beyond the fixes {why}"
+    assert ours["labels"] == expected["labels"], f"labels differ from Ray's beyond the fixes {why}"
+    if ours["hosts"] is not None:
+        # fabric-hosts is ours alone; where we publish it, it is Ray's host count (or a fix's).
+        assert ours["hosts"] == expected["hosts"], f"hosts {ours['hosts']} vs Ray's {expected['hosts']} ({why})"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_generated_host_equals_rays_tpu_manager(case, tmp_path):
+    snapshot = case.build(tmp_path)
+    ours, inventory = _ours(snapshot)
+    expected, fired = _expected(case, _ray(snapshot))
+    FIRED.update(fired)
+    _compare(ours, expected, fired)
+    # Slice arithmetic: fabric-hosts x chips on this host is the slice, or the node says why.
+    tpu = next((d for d in inventory.descriptions if d.backend == "tpu"), None)
+    acc = _parsed_type(case)
+    if tpu is not None and tpu.fabric is not None and acc is not None and tpu.fabric.hosts * len(tpu.devices) != acc.chips:
+        numbers = (str(acc.chips), str(tpu.fabric.hosts * len(tpu.devices)))
+        assert any(all(n in p for n in numbers) for p in tpu.problems), tpu.problems
 
 
 @pytest.mark.parametrize("snapshot", TPU_SNAPSHOTS, ids=lambda p: p.name)
-def test_labels_and_resources_equal_rays_tpu_manager(snapshot, capsys, monkeypatch):
+def test_committed_snapshot_equals_rays_tpu_manager(snapshot):
     spec = metadata_spec(snapshot)
     hangs = any(f.get("hang") for f in spec.get("gce_faults", {}).values())
-    servers = MetadataServers(spec).start()
-    try:
-        base = f"http://{servers.gce.address}" if servers.gce else None
-        ours_res, ours_labels = _ours(snapshot, servers.env(), capsys, monkeypatch)
-        ours_calls = Counter(p for _, p in servers.gce.requests) if servers.gce else Counter()
-        if servers.gce:
-            servers.gce.requests.clear()
-        if hangs:
-            ray_side = _ray_against_hanging_server(snapshot, base, servers)
-        else:
-            ray_side = ray_tpu_node_spec(snapshot, base)
-        ray_calls = Counter(p for _, p in servers.gce.requests) if servers.gce else Counter()
-    finally:
-        servers.stop()
-
-    why, res_fix, label_fix = FIXES.get(snapshot.name, ("", {}, {}))
-    expected_res = _apply(res_fix, ray_side["resources"])
-    expected_labels = _apply(label_fix, ray_side["labels"])
-    assert ours_res == expected_res, f"resources differ from Ray's TPU manager beyond the documented fix ({why or 'none'})"
-    assert ours_labels == expected_labels, f"labels differ from Ray's TPU manager beyond the documented fix ({why or 'none'})"
-    if snapshot.name in FIXES:
-        # A fix must really be a difference, or it documents nothing.
-        assert (ray_side["resources"], ray_side["labels"]) != (ours_res, ours_labels)
-
-    # Fix everywhere: one metadata call per key (Ray repeats keys: accelerator-type 4x, ...).
-    assert all(n == 1 for n in ours_calls.values()), ours_calls
-    if not hangs and "instance/attributes/accelerator-type" in ray_calls:
-        assert ray_calls["instance/attributes/accelerator-type"] > 1, ray_calls
+    ours, _ = _ours(snapshot)
+    ray = _ray_against_hanging_server(snapshot) if hangs else _ray(snapshot)
+    case = _case_of(snapshot)
+    expected, fired = _expected(case, ray)
+    FIRED.update(fired)
+    _compare(ours, expected, fired)
 
 
-def _ray_against_hanging_server(snapshot, base, servers):
+def _case_of(snapshot) -> Case:
+    """The facts of a committed snapshot the rules need (what its README says it is)."""
+    import json
+
+    env = json.loads((snapshot / "env.json").read_text())
+    gce = metadata_spec(snapshot).get("gce", {})
+    hangs = any(f.get("hang") for f in metadata_spec(snapshot).get("gce_faults", {}).values())
+    attrs = {} if hangs else {k.rpartition("/")[2]: v for k, v in gce.items() if k.startswith("instance/attributes/")}
+    facts = {
+        "gce-gvnic-nvme-no-tpu": (None, 0, 1), "gce-v4-8-dev-accel": ("v4", 4, 0),
+        "gce-v5litepod-8-single-host": ("v5litepod", 8, 0), "gce-v5p-16-worker1": ("v5p", 4, 0),
+        "gce-v6e-4-metadata-timeout": ("v6e", 4, 0), "gke-tpu7x-4chip-single-host": ("tpu7x", 4, 0),
+        "gke-v6e-4x4-worker0": ("v6e", 4, 0), "gke-v6e-4x4-worker3": ("v6e", 4, 0),
+    }[snapshot.name]
+    hostname = (snapshot / "rootfs/proc/sys/kernel/hostname").read_text().strip()
+    return Case(snapshot.name, facts[0], facts[1], hostname, env, attrs, extra_google_vfio=facts[2])
+
+
+def _ray_against_hanging_server(snapshot):
     """Ray's manager calls requests.get without a timeout: it blocks as long as the server does.
-
-    Our discovery of the same snapshot already ended within its budget (the CLI call above
-    returned). Ray is given well past that budget and must still be blocked (the documented
-    difference); then the server goes away, Ray's pending call fails, and Ray finishes with
-    what it could read without metadata.
-    """
+    Ray is given well past our 3 s budget and must still be blocked (a documented difference);
+    then the server goes away, Ray's pending call fails, and Ray finishes with what it could read
+    without metadata."""
+    servers = MetadataServers(metadata_spec(snapshot)).start()
     result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(ray_tpu_node_spec(snapshot, base)), daemon=True)
+    thread = threading.Thread(target=lambda: result.update(ray_tpu_node_spec(snapshot, f"http://{servers.gce.address}")),
+                              daemon=True)
     thread.start()
-    thread.join(5.0)  # our default budget is 3 s; give Ray more than that
+    thread.join(5.0)
     assert thread.is_alive(), "Ray's TPU manager was expected to block on a hanging metadata server"
     servers.stop()
     thread.join(60)
@@ -123,6 +211,20 @@ def _ray_against_hanging_server(snapshot, base, servers):
     return result
 
 
-def test_every_tpu_snapshot_is_compared():
-    names = {p.name for p in TPU_SNAPSHOTS}
-    assert len(names) >= 8 and set(FIXES) <= names
+def test_every_fix_is_a_real_difference_and_documented():
+    """Runs after the parity tests (file order): every rule fired, and docs/tpu.md lists it."""
+    docs = (HOSTS.parent.parent.parent / "docs" / "tpu.md").read_text()
+    assert set(FIRED) == set(RULES), f"rules that never changed Ray's answer: {set(RULES) - set(FIRED)}"
+    for rule, row in RULES.items():
+        assert f"| {row}" in docs, f"docs/tpu.md has no differences row for {rule!r} ({row!r})"
+
+
+def test_the_input_classes_are_all_there():
+    ids = {c.id for c in CASES}
+    for needed in ("gke-v6e-8-on-4chip-host", "gce-v6e-16-on-8chip-host", "gce-partial-worker-id-only",
+                   "gke-partial-name-only", "gce-bad-type-0", "vfio-bluefield-and-v6e", "vfio-gvnic-only",
+                   "vfio-tpu7x-two-functions-per-chip", "drm-accel-directory-only"):
+        assert needed in ids
+    gens = {c.gen for c in CASES}
+    assert gens >= {"v2", "v3", "v4", "v5p", "v5litepod", "v6e", "tpu7x"}
+    assert {c.chips for c in CASES if c.id.endswith("chip-host")} == {1, 4, 8}

@@ -170,6 +170,73 @@ def build_h100() -> None:
     t.nvml({"format": 1, "driver_version": "580.126.20", "error": None, "devices": devices})
 
 
+# -- (a2) EC2 p5.48xlarge: the HGX H100 board with four EFA per GPU ---------------------------------
+
+AMAZON = "0x1d0f"
+# p5.48xlarge: 192 vCPUs on two sockets (AMD EPYC 7R13, 48 cores x 2 threads each; AWS P5 page).
+P5_SOCKET_CPUS = {0: "0-47,96-143", 1: "48-95,144-191"}
+P5_INSTANCE_ID = "i-0p5a00000000000001"
+
+
+def build_p5() -> None:
+    t = Tree("p5-48xlarge")
+    t.hostname("ip-10-1-7-42")
+    t.env()
+    t.write("/sys/class/dmi/id/product_name", "p5.48xlarge\n")
+    t.write("/sys/class/dmi/id/sys_vendor", "Amazon EC2\n")
+    t.function("pci0000:00", ["0000:00:00.0"], INTEL, "0x09a2", "0x060000")
+    for i, bdf in enumerate(NVSWITCH_BDFS):
+        port = f"0000:00:0{i + 1}.0"
+        t.function("pci0000:00", [port], INTEL, "0x352a", BRIDGE)
+        t.function("pci0000:00", [port, bdf], NVIDIA, "0x22a3", "0x068000", numa=0, cpus=P5_SOCKET_CPUS[0])
+    gpus: list[str] = []
+    for base, socket in H100_COMPLEXES:
+        rc = f"pci0000:{base:02x}"
+        b = lambda off, base=base: f"0000:{base + off:02x}"  # noqa: E731 - bus number helper
+        root = f"{b(0)}:01.0"
+        t.function(rc, [root], INTEL, "0x352a", BRIDGE, numa=socket)
+        usp = f"{b(1)}:00.0"
+        t.function(rc, [root, usp], BROADCOM, "0xc030", BRIDGE)
+        for leaf in range(2):
+            dsp = f"{b(2)}:0{leaf}.0"
+            leaf_bus = 3 + 8 * leaf  # leaf USP bus, its DSPs' bus, the GPU's bus, four EFA buses
+            leaf_usp = f"{b(leaf_bus)}:00.0"
+            chain = [root, usp, dsp, leaf_usp]
+            for c in ([root, usp, dsp], chain):
+                t.function(rc, c, BROADCOM, "0xc030", BRIDGE)
+            gpu_dsp, gpu = f"{b(leaf_bus + 1)}:00.0", f"{b(leaf_bus + 2)}:00.0"
+            t.function(rc, chain + [gpu_dsp], BROADCOM, "0xc030", BRIDGE)
+            t.function(rc, chain + [gpu_dsp, gpu], NVIDIA, "0x2330", "0x030200",
+                       numa=socket, cpus=P5_SOCKET_CPUS[socket], subsys=(NVIDIA, "0x16c1"))
+            for k in range(4):
+                efa_dsp, efa = f"{b(leaf_bus + 1)}:0{k + 1}.0", f"{b(leaf_bus + 3 + k)}:00.0"
+                t.function(rc, chain + [efa_dsp], BROADCOM, "0xc030", BRIDGE)
+                path = t.function(rc, chain + [efa_dsp, efa], AMAZON, "0xefa1", "0x020000",
+                                  numa=socket, cpus=P5_SOCKET_CPUS[socket])
+                # rdma-core's predictable name (bus and slot in decimal); EFA has no netdev
+                name = f"rdmap{int(efa[5:7], 16)}s0"
+                ibdir = f"{path}/infiniband/{name}"
+                t.link(f"{ibdir}/device", "../../../" + efa)
+                t.write(f"{ibdir}/ports/1/link_layer", "Unknown\n")
+                t.link(f"/sys/class/infiniband/{name}", "../../devices/" + ibdir[len("/sys/devices/"):])
+            gpus.append(gpu)
+    fabric = {"state": 3, "status": 0, "cluster_uuid": "00000000-0000-0000-0000-000000000000", "clique_id": 0}
+    devices = []
+    for i, bdf in enumerate(sorted(gpus)):
+        links = [
+            {"link": l, "version": 6, "remote_bus_id": nvml_bus_id(NVSWITCH_BDFS[s]), "remote_type": 2}
+            for l, s in enumerate(NVSWITCH_OF_LINK)
+        ]
+        devices.append(nvml_device(i, bdf, "NVIDIA H100 80GB HBM3", 81559, links, fabric))
+    t.nvml({"format": 1, "driver_version": "580.126.20", "error": None, "devices": devices})
+    (t.dir / "metadata.json").write_text(json.dumps({"ec2": {
+        "instance-id": P5_INSTANCE_ID,
+        "instance-type": "p5.48xlarge",
+        "placement/availability-zone": "us-east-2a",
+        "placement/region": "us-east-2",
+    }}, indent=2, sort_keys=True) + "\n")
+
+
 # -- (b) GB200 NVL72 compute tray -------------------------------------------------------------------
 
 GB200_CLUSTER = "b9e3c1a2-5d4f-4a6b-8c7d-1e2f3a4b5c6d"
@@ -271,7 +338,7 @@ def build_gce_a3() -> None:
 
 
 def main() -> None:
-    for build in (build_h100, build_gb200, build_l4, build_unknown, build_none, build_gce_a3):
+    for build in (build_h100, build_p5, build_gb200, build_l4, build_unknown, build_none, build_gce_a3):
         build()
         print("built", build.__name__)
 

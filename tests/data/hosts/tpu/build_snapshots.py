@@ -161,8 +161,10 @@ topology `4x4` (16 chips, 4 hosts of 2x2 chips), worker {worker}.
   `TPU_TOPOLOGY=4x4`, bounds, `TPU_SKIP_MDS_QUERY`, hardware.md 4.3 test vector
   `tpu-v6e-slice 4x4`) plus `TPU_WORKER_ID`, `TPU_WORKER_HOSTNAMES` and `TPU_NAME=slice-a` as the
   KubeRay TPU webhook sets them.
-- metadata: only the node's zone, machine type and `physical_host_topology` (hardware.md 4.1);
-  the TPU keys are not needed on GKE and neither we nor Ray ask for them.
+- metadata: only the node's zone, machine type and `physical_host_topology` (hardware.md 4.1).
+  With GKE's variables (`TPU_SKIP_MDS_QUERY`) discovery asks the metadata server nothing, so
+  these are served but unread (no location labels); Ray does not ask either (all four of its
+  variables are set).
 
 Synthetic, built by `build_snapshots.py`.
 """,
@@ -298,7 +300,8 @@ single-host `tpu7x` slice: `TPU_ACCELERATOR_TYPE=tpu7x-8` (8 TensorCores = 4 chi
 - env: for single-host TPU7x the GKE plugin sets no `TPU_WORKER_ID`/`TPU_WORKER_HOSTNAMES`
   (only pre-tpu7x single hosts get them, hardware.md 4.3), and there is no `TPU_NAME`.
 - metadata: the GKE node's zone and machine type only; the TPU attributes (`instance-id`,
-  `agent-worker-number`, `tpu-env`) answer 404.
+  `agent-worker-number`, `tpu-env`) answer 404. With `TPU_SKIP_MDS_QUERY` discovery asks the
+  metadata server nothing; Ray asks it for the slice name and worker id it lacks.
 
 Ray 2.60 counts 8 TPUs here (one per VFIO group) and, with no slice name or worker id, gives the
 node no slice resources; we count 4 chips and name the single-host slice after the host.

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The Ray-integration tests (pytest -m ray, and the feature table check) on the oldest supported
+# Ray release, in a second project-local virtualenv (.venv-ray-oldest). ci/test.sh runs the whole
+# suite on the newest release in .venv first and then this. Extra arguments go to pytest.
+#   RAY_OLDEST=2.55.1 bash ci/ray_matrix.sh     # default: the newest patch of compat.MIN_RAY_VERSION
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+oldest="${RAY_OLDEST:-$("$PY" -c 'import ast, pathlib, re
+text = pathlib.Path("ray_accel_ext/compat.py").read_text()
+major, minor = ast.literal_eval(re.search(r"^MIN_RAY_VERSION[^=]*= (\(.*\))$", text, re.M).group(1))
+print(f"{major}.{minor}.*")')}"
+VENV=.venv-ray-oldest
+STAMP="$VENV/.installed"
+want="$(cat pyproject.toml ci/ray-oldest-constraints.txt | sha256sum | cut -c1-16)-ray-$oldest"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
+  echo "== installing ray-accel-ext[test] with ray==$oldest into $VENV" >&2
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[test]" "ray[default,serve]==$oldest" \
+    -c ci/ray-oldest-constraints.txt >&2
+  if [ -d tests/downstream/ray_accel_ext_amd ]; then  # collected with tests/, as in ci/test.sh
+    "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_amd >&2
+  fi
+  echo "$want" > "$STAMP"
+fi
+version="$("$VENV/bin/python" -c 'import ray; print(ray.__version__)')"
+echo "== Ray-integration tests on Ray $version (oldest supported)"
+mkdir -p artifacts
+"$VENV/bin/python" -m pytest tests -m ray -q -p no:cacheprovider --durations=10 \
+  --junitxml="artifacts/junit-ray-$version.xml" "$@"
+"$VENV/bin/python" -m pytest tests/unit/test_compat.py -q -p no:cacheprovider

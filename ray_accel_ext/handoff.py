@@ -1,0 +1,78 @@
+"""What the start hook hands on to the rest of its node's start, so nothing asks again.
+
+Two things, both through the environment of the ``ray start`` process (the raylet and every
+worker process it starts inherit it, ``ray/_private/services.py`` ``start_raylet``):
+
+* **Ray's own TPU manager's variables.** In the same ``ray start``, after the hook, Ray 2.60's
+  ``TPUAcceleratorManager`` reads ``TPU_ACCELERATOR_TYPE``, ``TPU_NAME``, ``TPU_WORKER_ID`` and
+  ``TPU_TOPOLOGY`` and asks the GCE metadata server (no timeout, up to 9 GETs,
+  ``reference/ray-2.60.md`` 8.9) only for those that are empty. :func:`ray_tpu_manager_env`
+  gives it what it would fetch: our answer for each, the same one our ``ray.io/tpu-*`` labels
+  carry. Where we have none it gives a value Ray 2.60 reads as none without asking: a
+  ``TPU_ACCELERATOR_TYPE`` or ``TPU_WORKER_ID`` that its own checks refuse (``none``: not a pod
+  type, not an int), a blank ``TPU_TOPOLOGY`` (Ray strips it to nothing), and for the slice name,
+  which Ray takes as it is, this host's name (a slice of one host is what Ray may then label;
+  without a pod type it counts or reserves no slice). A variable already set is left alone.
+  Workers inherit the values, and Ray's worker-side helpers (``ray.util.tpu.get_current_pod_name``
+  ...) read them the same way, so they make no metadata request either. Frameworks read these
+  four variables only with ``TPU_SKIP_MDS_QUERY`` set (JAX ``GkeTpuCluster``, torch_xla's env
+  fallback, hardware.md 4.2), which is GKE's: there nothing is written (GKE's TPU plugin owns the
+  variables; a pod missing some, like a single-host TPU7x's ``TPU_NAME``, keeps missing them).
+* **The node's description** (:data:`NODE_INVENTORY_ENV`, compact JSON of the
+  :class:`~ray_accel_ext.model.NodeInventory`): worker-side helpers
+  (:func:`ray_accel_ext.worker.my_devices`, :func:`ray_accel_ext.backends.tpu.worker.my_tpu_chips`) read it
+  instead of describing the node again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from .adapter import ray_tpu_identity
+from .labels import TPU_ATTR_ACCELERATOR_TYPE, ray_tpu_pod_type
+from .model import NodeInventory
+
+__all__ = ["MAX_INVENTORY_ENV_BYTES", "NODE_INVENTORY_ENV", "RAY_NONE", "inventory_env", "ray_tpu_manager_env"]
+
+NODE_INVENTORY_ENV = "RAY_ACCEL_NODE_INVENTORY"
+# Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN); stay well under it.
+MAX_INVENTORY_ENV_BYTES = 64 * 1024
+# Values Ray 2.60 reads as "unknown" without a metadata request (TPUAcceleratorManager:
+# is_valid_tpu_accelerator_type refuses "none"; int("none") raises and is caught; a blank
+# topology strips to "").
+RAY_NONE = {"TPU_ACCELERATOR_TYPE": "none", "TPU_WORKER_ID": "none", "TPU_TOPOLOGY": " "}
+_SKIP_MDS = ("1", "true", "yes")
+
+
+def ray_tpu_manager_env(inventory: NodeInventory, environ: Mapping[str, str], hostname: str | None) -> dict[str, str]:
+    """The variables to set so Ray's TPU manager reads this node's slice instead of asking the
+    metadata server; empty on a node without TPU chips."""
+    desc = next((d for d in inventory.descriptions if d.resource_name == "TPU" and d.devices), None)
+    if desc is None:
+        return {}
+    ident = ray_tpu_identity(desc)
+    raw_type = desc.fabric.product if desc.fabric is not None else desc.attributes.get(TPU_ATTR_ACCELERATOR_TYPE)
+    ours = {
+        "TPU_ACCELERATOR_TYPE": raw_type if ray_tpu_pod_type(raw_type) else None,
+        "TPU_NAME": ident.get("name"),
+        "TPU_WORKER_ID": ident.get("worker"),
+        "TPU_TOPOLOGY": ident.get("topology"),
+    }
+    if environ.get("TPU_SKIP_MDS_QUERY", "").strip().lower() in _SKIP_MDS:
+        return {}  # GKE: its TPU plugin owns these variables, and frameworks read them as facts
+    out: dict[str, str] = {}
+    for key, value in ours.items():
+        if environ.get(key):
+            continue
+        stand_in = RAY_NONE.get(key) if key != "TPU_NAME" else hostname
+        if value or stand_in:
+            out[key] = value or stand_in
+    return out
+
+
+def inventory_env(inventory: NodeInventory) -> dict[str, str]:
+    """``{NODE_INVENTORY_ENV: <json>}``, or nothing when the description is too large for one
+    environment variable (workers then describe the node themselves, without metadata)."""
+    text = json.dumps(inventory.to_dict(), separators=(",", ":"), sort_keys=True)
+    return {NODE_INVENTORY_ENV: text} if len(text.encode()) <= MAX_INVENTORY_ENV_BYTES else {}

@@ -1,0 +1,80 @@
+"""NCCL (NVIDIA) and RCCL (AMD, which reads the same ``NCCL_*`` names) for one rank.
+
+* ``NCCL_IB_HCA``: the InfiniBand/RoCE HCAs nearest the rank's GPUs (each GPU's best PCIe path
+  class from the NIC pairing), in the ``=`` exact-match form so ``mlx5_1`` does not also select
+  ``mlx5_10``.
+* ``NCCL_SOCKET_IFNAME``: ``=<interface>`` holding the node's Ray address (bootstrap and socket
+  transport go where Ray's own traffic already goes).
+* ``NCCL_NET_GDR_LEVEL``: the measured path class between the rank's GPUs and their NICs (the
+  farthest of them; ``NODE``, which NCCL has no name for, is its ``PHB``), so GPUDirect RDMA is
+  used at exactly the distance the hardware has; not set when the nearest NIC is across sockets
+  (``SYS``): NCCL's default (``PXB``) then keeps GPUDirect off, which is right there.
+* ``NCCL_MNNVL_ENABLE=1`` and ``NCCL_NVLS_ENABLE=1`` when every GPU host of the plan shares a
+  multi-node NVLink domain (GB200 NVL72) with another reserved host: NCCL then uses the NVLink
+  fabric across trays and NVLink SHARP over it, and fails loudly if IMEX is missing instead of
+  falling back to the network. Set on every rank or on none (a communicator whose ranks disagree
+  would check MNNVL on some ranks only); a plan that mixes such hosts with others leaves both to
+  NCCL's auto-detection (default 2), as do single-host NVSwitch boards.
+
+Sources: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; accepted level names
+and defaults in NVIDIA/nccl ``src/graph/paths.cc`` (``ncclGetLevel``, ``ncclTopoCheckGdr``),
+``src/init.cc`` (``MNNVL_ENABLE`` default 2), ``src/transport/nvls.cc`` (``NVLS_ENABLE`` default 2);
+RCCL: https://rocm.docs.amd.com/projects/rccl/en/latest/api-reference/env-variables.html.
+"""
+
+from __future__ import annotations
+
+from .context import PlanContext, nearest_nics, worst_path
+from .model import HostView
+
+__all__ = ["VARIABLES", "IDENTITY", "library", "applies", "host_env", "unit_env", "rank_env"]
+
+_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+IDENTITY = False  # no variable depends on the rank number
+VARIABLES = {
+    "NCCL_IB_HCA": f"{_ENV}#nccl-ib-hca",
+    "NCCL_SOCKET_IFNAME": f"{_ENV}#nccl-socket-ifname",
+    "NCCL_NET_GDR_LEVEL": f"{_ENV}#nccl-net-gdr-level-formerly-nccl-ib-gdr-level",
+    "NCCL_MNNVL_ENABLE": f"{_ENV}#nccl-mnnvl-enable",
+    "NCCL_NVLS_ENABLE": f"{_ENV}#nccl-nvls-enable",
+}
+IB_KINDS = ("infiniband", "roce")
+RDMA_KINDS = ("infiniband", "roce", "efa")
+# NCCL path names (topoPathTypeStr); nvidia-smi's NODE is NCCL's PHB (through the CPU, one NUMA node).
+_GDR_LEVEL = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB"}
+_LIBRARY = {"nvidia": "nccl", "amd": "rccl"}
+
+
+def library(view: HostView) -> str:
+    return _LIBRARY.get(view.vendor, "")
+
+
+def applies(view: HostView, ctx: PlanContext) -> bool:
+    return view.resource == "GPU" and view.vendor in _LIBRARY
+
+
+def host_env(view: HostView, ctx: PlanContext, domain: int) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if view.socket_ifname:
+        env["NCCL_SOCKET_IFNAME"] = "=" + view.socket_ifname
+    if view.vendor == "nvidia" and ctx.multi_node_nvlink:
+        env["NCCL_MNNVL_ENABLE"] = "1"
+        env["NCCL_NVLS_ENABLE"] = "1"
+    return env
+
+
+def unit_env(view: HostView, ctx: PlanContext, units, devices) -> dict[str, str]:
+    if not devices:
+        return {}
+    env: dict[str, str] = {}
+    hcas = [nic.name for nic, _ in nearest_nics(view, devices, IB_KINDS)]
+    if hcas:
+        env["NCCL_IB_HCA"] = "=" + ",".join(hcas)
+    level = _GDR_LEVEL.get(worst_path(devices, view, RDMA_KINDS) or "")
+    if level:
+        env["NCCL_NET_GDR_LEVEL"] = level
+    return env
+
+
+def rank_env(view: HostView, ctx: PlanContext, rank: int, local_rank: int) -> dict[str, str]:
+    return {}

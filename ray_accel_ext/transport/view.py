@@ -1,0 +1,144 @@
+"""From what a node published (labels, resources, descriptions) to the planner's view of a host.
+
+The accelerator family planned on a host is the one the reservation holds there (``reserved``; a
+reservation that holds no accelerator there plans one CPU rank), else the description with the most
+devices. Without a description (a node whose discovery could not be
+probed) the view is built from labels and resources alone: units in index order, no devices, so no
+per-device NIC pairing; the plan says so in its warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from operator import attrgetter
+
+from ..labels import FABRIC_DOMAIN, FABRIC_HOSTS, FABRIC_WORKER, FAMILIES, GPU_DOMAIN, INTERCONNECT, VENDOR
+from ..labels import TPU_SLICE_NAME as TPU_SLICE
+from ..model import NodeDescription
+from .model import HostFacts, HostView, TransportPlanError
+from .order import device_order, labels_int
+
+__all__ = ["view_of", "topology_key", "reserved_resources", "ACCELERATOR_RESOURCES"]
+
+# Ray's resource names for the device families (placement.py schedules by the same names).
+ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores")
+
+
+
+def _pick(facts: HostFacts) -> tuple[NodeDescription | None, str]:
+    held = {r: q for r, q in (facts.reserved or {}).items() if r in ACCELERATOR_RESOURCES and q > 0}
+    if facts.reserved is not None and not held:
+        return None, ""  # the reservation holds no accelerator here: one CPU rank
+    for desc in facts.descriptions:
+        if desc.resource_name in held:
+            return desc, desc.resource_name
+    if held:
+        return None, max(held, key=lambda r: (held[r], r))
+    if facts.descriptions:
+        desc = max(facts.descriptions, key=lambda d: (len(d.devices), d.backend))
+        return desc, desc.resource_name
+    present = [r for r in ACCELERATOR_RESOURCES if facts.resources.get(r, 0) > 0]
+    return None, present[0] if present else ""
+
+
+_LINK_KEY = attrgetter("a", "b", "lanes")
+_NIC_KEY = attrgetter("name", "kind")
+
+
+def topology_key(desc: NodeDescription) -> tuple:
+    """What per-device variables and the unit order depend on, as hashable values (NIC paths,
+    coordinates, cores, links, NIC kinds; not CPUs or ids)."""
+    return (desc.backend, desc.sku.vendor, desc.resource_name, desc.resource_quantity,
+            tuple([(d.index, d.cores, d.coords, tuple([(p.nic, p.path) for p in d.nics])) for d in desc.devices]),
+            tuple(map(_LINK_KEY, desc.links)), tuple(map(_NIC_KEY, desc.nics)))
+
+
+def _units_in_order(desc: NodeDescription) -> tuple[tuple[int, ...], dict[int, int]]:
+    """Every unit id of ``desc`` in topology order, and unit -> device index."""
+    order = device_order(desc.devices, desc.links)
+    n = len(desc.devices)
+    if desc.resource_quantity == n or not n or not all(d.cores for d in desc.devices):
+        return tuple(order), {i: i for i in order}
+    first: dict[int, int] = {}
+    start = 0
+    for d in desc.devices:  # core ids count up device by device (worker._unit_owner)
+        first[d.index] = start
+        start += int(d.cores or 0)
+    units: list[int] = []
+    owner: dict[int, int] = {}
+    for index in order:
+        for core in range(first[index], first[index] + int(desc.devices[index].cores or 0)):
+            units.append(core)
+            owner[core] = index
+    return tuple(units), owner
+
+
+def view_of(facts: HostFacts, cache: dict | None = None) -> HostView:
+    """The planner's view of one reserved host (see the module doc); ``cache`` shares the unit
+    order between hosts of one topology."""
+    desc, resource = _pick(facts)
+    labels = facts.labels
+    if desc is not None:
+        cache = {} if cache is None else cache
+        key = topology_key(desc)
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = (len(cache), *_units_in_order(desc), frozenset(n.kind for n in desc.nics))
+        topology, all_units, owner, nic_kinds = hit
+        fabric = desc.fabric
+        vendor, backend, interconnect = desc.sku.vendor, desc.backend, desc.interconnect
+        kind = fabric.kind if fabric else "host"
+        fabric_id = fabric.id if fabric else labels.get(FABRIC_DOMAIN, facts.node_id)
+        worker = fabric.worker if fabric else labels_int(labels, FABRIC_WORKER, 0)
+        fabric_hosts = fabric.hosts if fabric else labels_int(labels, FABRIC_HOSTS, 1)
+        devices, nics = desc.devices, {nic.name: nic for nic in desc.nics}
+    else:
+        total = int(facts.resources.get(resource, 0)) if resource else 0
+        all_units, owner = tuple(range(total)), {}
+        vendor = labels.get(VENDOR, "")
+        backend = labels.get(FAMILIES, "").split(".")[0]
+        interconnect = labels.get(INTERCONNECT, "pcie")
+        kind = "tpu-slice" if labels.get(TPU_SLICE) else ("nvlink-domain" if labels.get(GPU_DOMAIN) else "host")
+        fabric_id = labels.get(FABRIC_DOMAIN, facts.node_id)
+        worker = labels_int(labels, FABRIC_WORKER, 0)
+        fabric_hosts = labels_int(labels, FABRIC_HOSTS, 1)
+        devices, nics, nic_kinds = (), {}, frozenset()
+        cache = {} if cache is None else cache
+        key = (backend, vendor, resource, float(total), (), (), ())
+        topology = cache.setdefault(key, (len(cache),))[0]
+    held = (facts.reserved or {}).get(resource) if resource else None
+    count = len(all_units) if held is None else int(round(held))
+    if count > len(all_units):
+        raise TransportPlanError(
+            f"host {facts.hostname or facts.node_id}: the reservation holds {held:g} {resource} but the node has "
+            f"{len(all_units)}", node_id=facts.node_id, resource=resource)
+    return HostView(
+        node_id=facts.node_id,
+        address=facts.address,
+        hostname=facts.hostname or facts.node_id,
+        socket_ifname=facts.socket_ifname,
+        vendor=vendor,
+        backend=backend,
+        resource=resource,
+        interconnect=interconnect,
+        fabric_kind=kind,
+        fabric_id=fabric_id,
+        fabric_worker=worker,
+        fabric_hosts=fabric_hosts,
+        devices=tuple(devices),
+        units=all_units[:count],
+        unit_device=owner,
+        nics=nics,
+        described=desc is not None,
+        topology=topology,
+        nic_kinds=nic_kinds,
+    )
+
+
+def reserved_resources(bundles_on_node: list[Mapping[str, float]]) -> dict[str, float]:
+    """The sum of the bundles a reservation placed on one node."""
+    total: dict[str, float] = {}
+    for bundle in bundles_on_node:
+        for r, q in bundle.items():
+            total[r] = total.get(r, 0.0) + float(q)
+    return total

@@ -1,0 +1,155 @@
+"""The dashboard server's hardening, over real loopback sockets (no Ray, no browser).
+
+Host header (DNS rebinding), tokens beyond loopback, a fixed connection pool with idle
+connections closed, security headers, the page's files only, and a failing source keeping the
+last document. Waits are conditions with generous deadlines, never timings.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from ray_accel_ext.cluster.dashboard import COOKIE, TOKEN_ENV, DashboardRefused, DashboardServer, asset_names
+from ray_accel_ext.tools.cli import main
+
+DOC = {"schema": 1, "nodes": [], "domains": [], "placement_groups": [], "summary": {"nodes": 0}}
+
+
+def _get(server, path="/", host=None, headers=None, method="GET"):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.putrequest(method, path, skip_host=True)
+        conn.putheader("Host", f"127.0.0.1:{server.port}" if host is None else host)
+        for k, v in (headers or {}).items():
+            conn.putheader(k, v)
+        conn.endheaders()
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def server():
+    with DashboardServer(lambda: DOC, refresh_s=3600, max_connections=4, idle_timeout_s=1.0) as s:
+        yield s
+
+
+def test_serves_the_page_files_and_the_document(server):
+    status, headers, body = _get(server, "/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html") and b'src="assets/app.js"' in body
+    for name in asset_names():
+        status, headers, body = _get(server, "/assets/" + name)
+        assert status == 200 and body, name
+    assert {"index.html", "app.js", "selector.js", "style.css"} <= set(asset_names())
+    status, headers, body = _get(server, "/api/cluster")
+    data = json.loads(body)
+    assert status == 200 and data["dashboard"]["generation"] == 1 and data["summary"] == {"nodes": 0}
+    assert _get(server, "/healthz")[2] == b"ok\n"
+    assert _get(server, "/", method="HEAD")[2] == b""
+
+
+def test_security_headers_allow_only_own_scripts(server):
+    _status, headers, _ = _get(server, "/")
+    csp = headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "default-src 'none'" in csp
+    assert "frame-ancestors 'none'" in csp and headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["X-Frame-Options"] == "DENY" and headers["Referrer-Policy"] == "no-referrer"
+
+
+@pytest.mark.parametrize("path", ["/assets/../server.py", "/assets/server.py", "/assets/", "/etc/passwd", "/api", "/assets/%2e%2e/server.py"])
+def test_nothing_but_the_page_files(server, path):
+    assert _get(server, path)[0] == 404
+
+
+@pytest.mark.parametrize("host,status", [
+    ("evil.example", 421), ("evil.example:8266", 421), ("127.0.0.1.nip.io", 421), ("", 421),
+    ("localhost", 200), ("127.0.0.1:1", 200), ("[::1]:8266", 200), ("10.1.2.3", 200),
+])
+def test_host_header_is_checked(server, host, status):
+    assert _get(server, "/api/cluster", host=host)[0] == status
+
+
+def test_allowed_host_names_are_served():
+    with DashboardServer(lambda: DOC, refresh_s=3600, allowed_hosts=["dash.example"]) as s:
+        assert _get(s, "/", host="dash.example:443")[0] == 200
+        assert _get(s, "/", host="other.example")[0] == 421
+
+
+def test_beyond_loopback_without_a_token_is_refused(monkeypatch, capsys):
+    with pytest.raises(DashboardRefused) as err:
+        DashboardServer(lambda: DOC, host="0.0.0.0")
+    message = str(err.value)
+    assert TOKEN_ENV in message and "--token-file" in message and "ssh -L" in message
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    assert main(["dashboard", "--host", "0.0.0.0", "--port", "0"]) == 2
+    assert "refusing to serve the dashboard on 0.0.0.0 without a token" in capsys.readouterr().err
+
+
+def test_token_beyond_loopback(tmp_path):
+    token = "s3cr3t-token"
+    with DashboardServer(lambda: DOC, host="0.0.0.0", token=token, refresh_s=3600) as s:
+        assert _get(s, "/api/cluster")[0] == 401
+        assert _get(s, "/api/cluster", headers={"Authorization": "Bearer wrong"})[0] == 401
+        assert _get(s, "/api/cluster", headers={"Authorization": f"Bearer {token}"})[0] == 200
+        status, headers, _ = _get(s, f"/?token={token}")
+        assert status == 303 and headers["Location"] == "/"
+        cookie = headers["Set-Cookie"]
+        assert cookie.startswith(f"{COOKIE}={token};") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert _get(s, "/api/cluster", headers={"Cookie": f"{COOKIE}={token}"})[0] == 200
+        assert _get(s, "/?token=wrong")[0] == 401
+        assert _get(s, "/healthz")[0] == 200  # for load balancers: says nothing about the cluster
+        assert _get(s, "/api/cluster", host="evil.example", headers={"Authorization": f"Bearer {token}"})[0] == 421
+
+
+def _pool_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith("ray-accel-dashboard-conn"))
+
+
+def _wait(predicate, timeout_s=60.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_connections_are_bounded_and_idle_ones_closed(server):
+    before = _pool_threads()
+    idle = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(4)]
+    try:
+        assert _wait(lambda: _pool_threads() - before >= 4)
+        extra = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        assert extra.recv(1024).startswith(b"HTTP/1.1 503")  # the pool is full: refused at once, not queued
+        extra.close()
+        assert _pool_threads() - before == 4
+        for s in idle:  # each idle connection is closed by the server after idle_timeout_s
+            s.settimeout(60)
+            assert s.recv(1024) == b""
+        assert _get(server, "/healthz")[0] == 200
+        assert _pool_threads() - before <= 4
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_failing_source_keeps_the_last_document():
+    calls = {"n": 0}
+
+    def source():
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise RuntimeError("cluster unreachable")
+        return DOC
+
+    with DashboardServer(source, refresh_s=0.05) as s:
+        assert s.wait_for_generation(3)
+        data = json.loads(_get(s, "/api/cluster")[2])
+        assert data["summary"] == {"nodes": 0} and data["dashboard"]["error"] == "RuntimeError: cluster unreachable"

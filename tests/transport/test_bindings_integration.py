@@ -1,0 +1,146 @@
+"""Ray Serve, Ray Data and a failing Ray Train run on a reserved GB200 NVLink domain of a simulated
+cluster, plan applied.
+
+Cluster: a head without accelerators and one NVLink domain of two GB200 trays (copies of the tray
+snapshot, 4 GPUs each), every node a ``ray start`` through the start hook.
+
+* Data: ``map_batches`` with ``map_options`` / ``with_plan`` runs its tasks inside the
+  reservation's placement group, one GPU each; every task is on a reserved tray and sees the
+  variables of the rank of the GPU Ray gave it.
+* Serve: one replica spans the domain (``serve_options``): the replica is rank 0 on the first
+  tray, it starts rank 1's actor (``rank_actor_options``) in its own group, on the second tray;
+  each sees its rank's variables. The domain stays claimed while Serve holds it and is free after.
+* Train: a run whose workers raise gives the domain back (``TrainJob.fit`` releases in ``finally``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+ray = pytest.importorskip("ray")
+serve = pytest.importorskip("ray.serve")
+pytest.importorskip("ray.data")
+
+from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve_domain  # noqa: E402
+from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
+from ray_accel_ext.testing.ports import free_port  # noqa: E402
+from ray_accel_ext.train import (  # noqa: E402
+    map_options,
+    rank_actor_options,
+    reserve_for_training,
+    serve_options,
+    with_plan,
+)
+from ray_accel_ext.transport import apply_plan, plan_reservation  # noqa: E402
+from tests.support.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
+
+pytest.importorskip("torch")
+
+pytestmark = pytest.mark.ray
+
+GB200 = {"ray.io/accelerator-type": "GB200"}
+FABRIC = "rayaccel.io/fabric-domain"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    snaps = tmp_path_factory.mktemp("serve-data")
+    with SimulatedCluster() as c:
+        c.add_node(SNAPSHOTS / "nvidia_gpu" / "no-accelerators", name="head", num_cpus=2)
+        add_in_batches(c, [(s, {"name": s.name}) for s in gb200_domain(snaps, 61, trays=2)])
+        c.connect()
+        yield c
+        serve.shutdown()
+
+
+def where(batch):
+    import os
+
+    import ray
+
+    runtime = ray.get_runtime_context()
+    n = len(batch["id"])
+    return {"id": batch["id"], "node": [runtime.get_node_id()] * n,
+            "gpus": [",".join(runtime.get_accelerator_ids()["GPU"])] * n,
+            "ifname": [os.environ.get("NCCL_SOCKET_IFNAME", "")] * n,
+            "mnnvl": [os.environ.get("NCCL_MNNVL_ENABLE", "")] * n}
+
+
+def test_a_data_map_stage_runs_on_the_domain_with_the_plan(cluster):
+    with reserve_domain("fabric", hosts=2, selector=GB200, deadline_s=60) as r:
+        plan = plan_reservation(r)
+        assert plan.world_size == 8
+        ds = ray.data.range(16, override_num_blocks=8)
+        rows = ds.map_batches(with_plan(where, plan), batch_size=2, **map_options(r, plan)).take_all()
+    assert sorted(row["id"] for row in rows) == list(range(16))
+    assert {row["node"] for row in rows} <= set(r.choice.node_ids)
+    for row in rows:
+        _, env = plan.env_for(row["node"], [int(g) for g in row["gpus"].split(",")])
+        assert row["ifname"] == env["NCCL_SOCKET_IFNAME"] and row["mnnvl"] == env["NCCL_MNNVL_ENABLE"] == "1"
+
+
+@ray.remote
+class Shard:
+    def __init__(self, plan):
+        self.me = apply_plan(plan)  # the bundle holds its whole tray: the same units as planned
+
+    def report(self):
+        import os
+
+        return {"rank": self.me.rank, "node": ray.get_runtime_context().get_node_id(),
+                "env": {k: os.environ.get(k) for k in self.me.env}, "planned": dict(self.me.env)}
+
+
+class Replica:
+    def __init__(self, plan):
+        self.me = apply_plan(plan)
+        self.others = [Shard.options(**rank_actor_options(plan, i)).remote(plan) for i in range(1, plan.world_size)]
+
+    def __call__(self, _=None):
+        import os
+
+        mine = {"rank": self.me.rank, "node": ray.get_runtime_context().get_node_id(),
+                "env": {k: os.environ.get(k) for k in self.me.env}, "planned": dict(self.me.env)}
+        return [mine] + ray.get([s.report.remote() for s in self.others])
+
+
+def test_a_serve_replica_spans_the_domain_with_the_plan(cluster):
+    with reserve_for_training(DomainRequest(hosts=2, selector=GB200, deadline_s=60), units_per_rank=4) as job:
+        plan = job.plan
+        key = f"{FABRIC}={job.domains[0]}"
+        serve.start(http_options={"host": "127.0.0.1", "port": free_port()})
+        job.hand_over()
+        handle = serve.run(serve.deployment(Replica).options(**serve_options(job)).bind(plan), name="span",
+                           route_prefix=None)
+        reports = handle.remote().result()
+        assert key in claims_snapshot()  # leased while Serve holds the hosts
+        serve.delete("span")
+    assert key not in claims_snapshot()
+    assert [r["rank"] for r in reports] == [0, 1]
+    assert [r["node"] for r in reports] == plan.node_ids()
+    for r in reports:
+        assert r["env"] == r["planned"] == dict(plan.ranks[r["rank"]].env)
+
+
+def failing_train_fn(config):
+    raise ValueError("this run fails on purpose")
+
+
+def test_a_failed_training_run_gives_the_domain_back(cluster, tmp_path):
+    from ray.train import RunConfig
+    from ray.train.torch import TorchTrainer
+
+    job = reserve_for_training(DomainRequest(hosts=2, selector=GB200, deadline_s=60), units_per_rank=4)
+    key = f"{FABRIC}={job.domains[0]}"
+    assert key in claims_snapshot()
+    trainer = TorchTrainer(failing_train_fn, scaling_config=job.scaling_config(cpus_per_worker=0.5),
+                           torch_config=job.torch_config(backend="gloo"),
+                           run_config=RunConfig(name="fails", storage_path=str(tmp_path)))
+    with pytest.raises(Exception, match="fails on purpose"):
+        job.fit(trainer)
+    assert key not in claims_snapshot()
+    assert all(pg["state"] == "REMOVED" for pg in ray.util.placement_group_table().values()
+               if pg["name"].startswith("rayaccel-"))
