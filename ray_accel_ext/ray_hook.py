@@ -34,11 +34,11 @@ from .adapter import RayNodeSpec, degraded_spec, to_ray_node
 from .bounds import setting
 from .compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, ray_version, tested_range_text
 from .discovery import discover_node
-from .handoff import inventory_env, ray_tpu_manager_env
+from .handoff import RAY_NONE, inventory_env, ray_tpu_manager_env
 from .host import host_from_env, open_host
 from .host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
 from .hw.cloud import hostname
-from .labels import DISCOVERY
+from .labels import DISCOVERY, is_valid_value
 from .model import NodeInventory
 from .ray_native import TIME_LIMIT_S as RAY_NATIVE_LIMIT_S
 from .ray_native import ray_detected
@@ -134,8 +134,18 @@ def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) ->
     if inventory is None:
         return {}
     out = {**ray_tpu_manager_env(inventory, environ, name), **inventory_env(inventory)}
-    # A NUL (a hostile slice name) cannot be in a process environment: such a value is not handed on.
-    out = {k: v for k, v in out.items() if "\x00" not in k and "\x00" not in v}
+    for key, value in list(out.items()):
+        # Ray's TPU manager makes a resource of TPU_NAME unchecked: a value that is no valid label
+        # value (a NUL, 140,000 characters) is handed on as Ray's own "none" or this host's name,
+        # never as itself; a NUL cannot be in a process environment at all.
+        if key.startswith("TPU_") and value not in RAY_NONE.values() and not is_valid_value(value):
+            stand_in = RAY_NONE.get(key) or (name if name and is_valid_value(name) else None)
+            if stand_in is None:
+                del out[key]
+            else:
+                out[key] = stand_in
+        elif "\x00" in value:
+            del out[key]
     environ.update(out)
     return out
 

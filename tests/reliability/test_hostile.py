@@ -332,3 +332,22 @@ def test_secrets_are_redacted_by_structure_in_records_logs_and_telemetry(tmp_pat
     assert [redact(k) for k in kept] == kept
     _results.add(GROUP, "secrets by structure (PEM, URL userinfo, bearer, high-entropy) in records/logs/telemetry",
                  "correct", detail="none of the four secrets in the recording, its README and golden, or the logs")
+
+
+def test_hostile_slice_names_are_never_handed_to_rays_tpu_manager(tmp_path):
+    """The hook hands Ray's TPU manager the slice (TPU_NAME, ...); Ray makes a resource of
+    TPU_NAME unchecked, so a hostile name is handed on as the host's name, never as itself."""
+    from ray_accel_ext.labels import is_valid_value
+    from ray_accel_ext.ray_hook import hand_off
+    from ray_accel_ext.testing.snapshots import run_snapshot
+
+    huge = copy_snapshot(GCE_TPU, tmp_path / "huge")
+    set_metadata(huge, "gce", "instance/attributes/instance-id", HUGE)
+    inventory, _ = run_snapshot(huge, budget_s=BUDGET_S)
+    env: dict[str, str] = {}
+    handed = hand_off(inventory, "host-a", env)
+    assert handed["TPU_NAME"] == "host-a"
+    bad = {k: v[:40] for k, v in env.items() if k.startswith("TPU_") and v.strip() and not is_valid_value(v)}
+    assert not bad, bad
+    _results.add(GROUP, "hostile slice name handed to Ray's TPU manager", "correct",
+                 detail="TPU_NAME handed on as the host's name", reported="TPU_NAME=host-a")

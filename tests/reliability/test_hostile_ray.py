@@ -205,6 +205,8 @@ def test_ray_start_on_a_hostile_host(tmp_path):
             runs = hc.start_batch([(H100, {"name": base, "num_cpus": 0})]
                                   + [(p[1], {"name": p[0], "num_cpus": 0, "env": p[2], "prefix": p[5] if len(p) > 5 else ()})
                                      for p in batch])
+            failed = {n: r for n, r in runs.items() if r["rc"] != 0}
+            assert not failed, "\n".join(f"{n}: ray start exited {r['rc']}:\n{r['log'][-3000:]}" for n, r in failed.items())
             alive = _alive([base] + [p[0] for p in batch])
             assert runs[base]["rc"] == 0 and alive[base]["Labels"]["rayaccel.io/discovery"] == "ok", runs[base]["log"][-2000:]
             for plan in batch:
