@@ -20,8 +20,8 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[test]" "ray[default,serve]==$oldest" \
     -c ci/ray-oldest-constraints.txt >&2
-  if [ -d tests/downstream/ray_accel_ext_amd ]; then  # collected with tests/, as in ci/test.sh
-    "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_amd >&2
+  if [ -d tests/downstream/ray_accel_ext_acme ]; then  # collected with tests/, as in ci/test.sh
+    "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_acme >&2
   fi
   echo "$want" > "$STAMP"
 fi

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..hw.pci import format_cpulist
 from ..model import Device, Link
 
 __all__ = ["device_order", "neighbours", "host_sort_key"]
@@ -72,16 +73,7 @@ def host_sort_key(worker: int, hostname: str, node_id: str) -> tuple[int, str, s
 
 def unit_ranges(units: Sequence[int]) -> str:
     """``0-3,8,10-11`` for a list of ids (the range syntax Neuron's visible-cores variable takes)."""
-    parts: list[str] = []
-    values = list(units)
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ",".join(parts)
+    return format_cpulist(units)
 
 
 def labels_int(labels: Mapping[str, str], key: str, default: int) -> int:

@@ -26,7 +26,7 @@ from ray_accel_ext.transport import HostFacts, ReservedDomain, plan_transport
 from .conftest import domain
 
 H100 = "nvidia_gpu/h100-sxm-8gpu-dgx"
-AMD_HOSTS = Path(__file__).resolve().parents[1] / "downstream" / "ray_accel_ext_amd" / "tests" / "hosts"
+AMD_HOSTS = Path(__file__).resolve().parents[1] / "data" / "hosts" / "amd_gpu"
 GB200 = "nvidia_gpu/gb200-nvl72-tray"
 # topoPathTypeStr up to PATH_SYS: the names ncclGetLevel accepts for NCCL_NET_GDR_LEVEL.
 NCCL_LEVELS = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS"}

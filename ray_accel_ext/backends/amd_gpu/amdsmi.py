@@ -32,6 +32,8 @@ import importlib.util
 import os
 from typing import Any
 
+from .._reading import reading_devices
+
 __all__ = ["FORMAT_VERSION", "read_live", "validate"]
 
 FORMAT_VERSION = 1
@@ -44,14 +46,9 @@ _DEVICE_KEYS = {"bdf": str, "kfd_node": int, "uuid": str, "market_name": str, "d
 
 def validate(reading: Any) -> list[str]:
     """Why ``reading`` is not a usable AMD SMI reading (empty when it is)."""
-    if not isinstance(reading, dict):
-        return [f"expected an object, got {type(reading).__name__}"]
-    errors: list[str] = []
-    if reading.get("format") != FORMAT_VERSION:
-        errors.append(f"format: expected {FORMAT_VERSION}, got {reading.get('format')!r}")
-    devices = reading.get("devices")
-    if not isinstance(devices, list):
-        return errors + [f"devices: expected a list, got {type(devices).__name__}"]
+    errors, devices = reading_devices(reading, FORMAT_VERSION)
+    if devices is None:
+        return errors
     for i, dev in enumerate(devices):
         if not isinstance(dev, dict):
             errors.append(f"devices[{i}]: expected an object")

@@ -43,6 +43,8 @@ import ctypes
 import uuid as _uuid
 from typing import Any
 
+from .._reading import reading_devices
+
 __all__ = ["FORMAT_VERSION", "read_live", "sysfs_address", "validate"]
 
 FORMAT_VERSION = 1
@@ -71,14 +73,9 @@ def sysfs_address(bus_id: str) -> str | None:
 
 def validate(reading: Any) -> list[str]:
     """Why ``reading`` is not a usable NVML reading (empty list when it is)."""
-    if not isinstance(reading, dict):
-        return [f"expected an object, got {type(reading).__name__}"]
-    errors: list[str] = []
-    if reading.get("format") != FORMAT_VERSION:
-        errors.append(f"format: expected {FORMAT_VERSION}, got {reading.get('format')!r}")
-    devices = reading.get("devices")
-    if not isinstance(devices, list):
-        return errors + [f"devices: expected a list, got {type(devices).__name__}"]
+    errors, devices = reading_devices(reading, FORMAT_VERSION)
+    if devices is None:
+        return errors
     for i, dev in enumerate(devices):
         where = f"devices[{i}]"
         if not isinstance(dev, dict):
