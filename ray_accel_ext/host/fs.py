@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 import subprocess
 import threading
@@ -373,24 +374,30 @@ class FsHost:
         timeout = self.deadline.clamp(timeout_s)
         if timeout <= 0:
             raise CommandError(argv, "discovery budget spent before the tool could run")
+        # Its own session: when the time is up the tool and whatever it started die together (a
+        # child left holding the pipes would otherwise outlive the tool).
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 [exe, *argv[1:]],
                 shell=False,
                 stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-                check=False,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired:
-            raise CommandError(argv, f"timed out after {timeout:.2f}s") from None
         except OSError as exc:
             raise CommandError(argv, exc.strerror or str(exc)) from None
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CommandError(argv, f"timed out after {timeout:.2f}s") from None
+        finally:
+            _kill_group(proc)
         if proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            err = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
             raise CommandError(argv, f"exit status {proc.returncode} {err[0][:200]}".strip())
-        return proc.stdout[: 4 * MAX_READ_BYTES].decode("utf-8", "replace")
+        return stdout[: 4 * MAX_READ_BYTES].decode("utf-8", "replace")
 
     def library(self, name: str, live_reader: Callable[[], Any]) -> Any:
         if self.snapshot_dir is not None:
@@ -398,6 +405,17 @@ class FsHost:
         if not self.live:
             return None
         return live_reader()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        pass  # unkillable for now (a read stuck in the kernel): the thread moves on
 
 
 def open_host(

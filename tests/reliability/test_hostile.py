@@ -351,3 +351,25 @@ def test_hostile_slice_names_are_never_handed_to_rays_tpu_manager(tmp_path):
     assert not bad, bad
     _results.add(GROUP, "hostile slice name handed to Ray's TPU manager", "correct",
                  detail="TPU_NAME handed on as the host's name", reported="TPU_NAME=host-a")
+
+
+def test_a_tool_that_leaves_a_child_holding_its_output_is_cut_off_with_it(tmp_path):
+    """A tool that starts a child and exits: the child holds the output pipe, so the output never
+    ends; the call ends at its timeout and the child dies with the tool's session."""
+    from ray_accel_ext.errors import CommandError
+
+    tool = tmp_path / "usr" / "bin" / "hostile-tool"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\nsleep 600 &\necho started\n")
+    tool.chmod(0o755)
+    host = FsHost(tmp_path, env={}, budget_s=BUDGET_S)
+    started = time.monotonic()
+    with pytest.raises(CommandError, match="timed out"):
+        host.run(["/usr/bin/hostile-tool"], timeout_s=0.5)
+    elapsed = time.monotonic() - started
+    time.sleep(0.2)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[:2] == ["sleep", "600"]
+                and p.ppid() in (1, os.getpid())]
+    assert elapsed < STRUCTURAL_S
+    _results.add(GROUP, "tool that leaves a child holding its output", "clear error", elapsed_s=elapsed,
+                 budget_s=BUDGET_S, reported="timed out; the tool's session killed")
