@@ -134,7 +134,7 @@ def description_problems(desc: Any) -> list[str]:
     data = desc.to_dict()
     for path, text in _strings({k: v for k, v in data.items() if k != "problems"}, ""):
         if len(text) > MAX_TEXT or _CONTROL_RE.search(text):
-            out.append(f"{path}: {_describe_text(text)}; such text is not published")
+            out.append(f"{path}: {_describe_text(text)}; published only as a sanitised label value, if at all")
     acc = desc.sku.ray_accelerator_type
     if acc is not None and not is_valid_value(acc):
         out.append(f"sku.ray_accelerator_type {acc[:40]!r} ({_describe_text(acc)}) would be a Ray resource "

@@ -174,7 +174,8 @@ def _check_node(name, plan, run, node, baseline_s, failures):
                         f"hook {hook_s}s left {run['left']}\n{ours[-3000:]}")
     text = "\n".join(reasons) + "\n" + run["log"]
     for group, cls, needle in classes:
-        said = next((r for r in reasons if needle in r), None) or (needle if needle in text else None)
+        said = next((r for r in reasons if needle in r), None) or next(
+            (ln.split(" -- ", 1)[-1] for ln in text.splitlines() if needle in ln), None)
         if said is None:
             failures.append(f"{name}: {cls}: the log does not name the cause ({needle!r})")
         _results.add(
