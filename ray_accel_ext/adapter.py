@@ -165,7 +165,8 @@ def _add_resources(desc: NodeDescription, resources: dict[str, float]) -> None:
     if quantity > 0 and math.isfinite(quantity):
         resources[desc.resource_name] = resources.get(desc.resource_name, 0.0) + quantity
     acc_type = desc.sku.ray_accelerator_type
-    if acc_type and quantity > 0:
+    # A resource name is checked like a label value (discovery reports one that is not).
+    if acc_type and quantity > 0 and is_valid_value(acc_type):
         resources[f"accelerator_type:{acc_type}"] = 1.0
     if desc.resource_name == "TPU":
         resources.update(_tpu_resources(desc))
@@ -276,7 +277,7 @@ def _tpu_resources(desc: NodeDescription) -> dict[str, float]:
     ident = ray_tpu_identity(desc)
     if not all(ident.get(k) for k in ("name", "worker", "pod_type")):
         return {}
-    out = {} if _reserved_resource(ident["name"]) else {ident["name"]: 1.0}
+    out = {} if _reserved_resource(ident["name"]) or not is_valid_value(ident["name"]) else {ident["name"]: 1.0}
     if ident["worker"] == "0":
         out[f"TPU-{ident['pod_type']}-head"] = 1.0
     return out

@@ -1,10 +1,21 @@
 """Run every enabled backend against one host and collect a :class:`NodeInventory`.
 
-Each backend runs in its own daemon thread (started one after another, see ``_STAGGER_S``) and
-the whole run is bounded by the host's deadline
-(``RAY_ACCEL_BUDGET_S``, default 3 s): a backend that is still working when the budget is spent is
-abandoned and reported as a ``budget`` problem, so a stuck file read or tool can never hold up a
-node start. Errors of one backend never hide another's devices.
+The whole run is bounded by the host's deadline (``RAY_ACCEL_BUDGET_S``, default 3 s), from the
+first entry-point read to the last answer; nothing it starts can make the caller wait longer:
+
+* the entry-point scan runs on a daemon thread (a stuck ``site-packages`` read cannot hold it);
+* an in-tree backend is imported, built, and asked ``detect``/``describe`` on its own daemon thread
+  (started one after another, see ``_STAGGER_S``); a third-party backend does the same in a forked
+  worker process (:mod:`ray_accel_ext.isolate`), so ``os._exit``, a native crash or a busy loop
+  ends only that worker;
+* the host checks (entry directories, PCI functions, directories that could not be listed) run on
+  a daemon thread too, since any read can block.
+
+A backend still at a stage when the budget is spent is abandoned (a worker killed) and reported
+as a ``budget`` problem naming the stage; whatever a backend raises, ``BaseException`` included,
+is reported like an exception. Errors of one backend never hide another's devices. Answers are
+checked (prefix, consistency, text that no node should publish: :mod:`ray_accel_ext.bounds`) and
+every message is redacted (:mod:`ray_accel_ext.redact`).
 """
 
 from __future__ import annotations
@@ -14,110 +25,276 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from .backend import AcceleratorBackend
+from .bounds import description_problems
 from .errors import BackendLoadError, DescriptionError, HostReadError
-from .host import Host, host_from_env
+from .host import FsHost, Host, host_from_env
 from .hw.pci import BDF_RE, PCI_DEVICES
+from .isolate import Worker, can_fork, isolation_mode
 from .labels import key_prefix
 from .model import NodeDescription, NodeInventory, Problem
 from .redact import redact
-from .registry import load_backends
+from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message, scan_backends
 
-__all__ = ["discover"]
+__all__ = ["discover", "discover_node", "Discovery"]
 
 log = logging.getLogger("ray_accel_ext")
 
 # Grace past the budget for threads that are about to finish; the budget itself is the bound.
 _JOIN_GRACE_S = 0.05
+# Workers are killed by their supervising thread at the deadline; killing and reaping takes a
+# few milliseconds, more on a loaded machine.
+_WORKER_GRACE_S = 0.25
 _STAGGER_S = 0.25
+_MAX_MESSAGE = 1000
 _HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,6}")
 # Directories the backends' detect() start from. detect() never raises, so one that exists but
 # cannot be listed (mode 000, a symlink loop) would read as "no accelerators, ok"; it is reported.
 _ENTRY_DIRS = ("/sys/bus/pci/devices", "/dev")
 
 
-def discover(
-    host: Host | None = None,
-    *,
-    backends: Sequence[AcceleratorBackend] | None = None,
-) -> NodeInventory:
+@dataclass(frozen=True)
+class Discovery:
+    """A discovery run: the inventory, and the declared data of every backend that answered
+    (the visible-devices capping needs it; a worker's backend class never exists here)."""
+
+    inventory: NodeInventory
+    backends: Mapping[str, BackendInfo] = field(default_factory=dict)
+
+
+def discover(host: Host | None = None, *, backends: Sequence[AcceleratorBackend] | None = None) -> NodeInventory:
     """Describe every accelerator family on ``host`` (default: ``RAY_ACCEL_ROOT`` or the live host)."""
+    return discover_node(host, backends=backends).inventory
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        return "<unprintable>"
+
+
+class _InProcess:
+    """One backend on a daemon thread: (import and build, when given a spec) detect, describe."""
+
+    def __init__(self, host: Host, *, spec: BackendSpec | None = None, backend: AcceleratorBackend | None = None) -> None:
+        self.host, self.spec, self.backend = host, spec, backend
+        self.name = spec.name if spec is not None else backend.name  # type: ignore[union-attr]
+        self.stage = "import" if spec is not None else "detect"
+        self.info: BackendInfo | None = None
+        self.desc: Any = None
+        self.failure: tuple[str, str, str] | None = None
+        self.thread = threading.Thread(target=self._run, name=f"ray-accel-{self.name}", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            backend = self.backend
+            if backend is None:
+                spec = self.spec
+                cls = import_backend_class(spec)  # type: ignore[arg-type]
+                self.stage = "construct"
+                try:
+                    backend = cls()
+                except BaseException as exc:  # noqa: BLE001 - SystemExit in a constructor included
+                    raise construct_error(spec, exc) from exc  # type: ignore[arg-type]
+            self.info = BackendInfo.of(backend)
+            self.stage = "detect"
+            found = backend.detect(self.host)
+            if found:
+                self.stage = "describe"
+                self.desc = backend.describe(self.host)
+        except BackendLoadError as exc:
+            self.failure = ("load", type(exc).__name__, exc.message)
+        except BaseException as exc:  # noqa: BLE001 - a backend must never take the node down
+            self.failure = (self.stage, type(exc).__name__, problem_message(exc))
+
+    def problem(self) -> tuple[str, str, str] | None:
+        if self.thread.is_alive():
+            return ("budget", "TimeoutError",
+                    f"still at {self.stage} after the {self.host.deadline.budget_s:g}s discovery budget; abandoned")
+        return self.failure
+
+    def answer(self) -> Any:
+        return self.desc
+
+
+class _Isolated:
+    """One backend in a worker process, supervised by a daemon thread."""
+
+    def __init__(self, host: Host, spec: BackendSpec) -> None:
+        self.name = spec.name
+        self.worker = Worker(spec, host)
+        self.thread = threading.Thread(target=self.worker.supervise, name=f"ray-accel-{spec.name}-worker", daemon=True)
+
+    @property
+    def info(self) -> BackendInfo | None:
+        return self.worker.info
+
+    def problem(self) -> tuple[str, str, str] | None:
+        found = self.worker.problem()
+        if found is not None and found[0] in ("import", "validate", "construct"):
+            return ("load", found[1], found[2])
+        return found
+
+    def answer(self) -> Any:
+        data = self.worker.result
+        return None if data is None else NodeDescription.from_dict(data)
+
+
+def _scan(host: Host, problems: list[Problem]) -> list[BackendSpec]:
+    """The enabled backends' entry points, read on a daemon thread within the budget."""
+    found: list[Any] = []
+
+    def run() -> None:
+        try:
+            found.append(scan_backends(host.env))
+        except BaseException as exc:  # noqa: BLE001 - a broken distribution on sys.path
+            found.append(exc)
+
+    t = threading.Thread(target=run, name="ray-accel-entry-points", daemon=True)
+    t.start()
+    t.join(host.deadline.remaining())
+    if not found:
+        problems.append(Problem(backend="registry", stage="budget", error="TimeoutError",
+                                message=f"reading the installed backends' entry points took more than the "
+                                        f"{host.deadline.budget_s:g}s discovery budget; no backend loaded"))
+        return []
+    if isinstance(found[0], BaseException):
+        problems.append(Problem(backend="registry", stage="load", error=type(found[0]).__name__,
+                                message=f"reading the installed backends' entry points failed: {_text(found[0])}"))
+        return []
+    specs, clashes = found[0]
+    for name, message in clashes:
+        if name == "registry":
+            problems.append(Problem(backend=name, stage="load", error="HostReadError", message=message))
+            continue
+        problems.append(Problem(backend=name, stage="load", error=BackendLoadError.__name__,
+                                message=f"{message}; this name is not loaded, the other backends are"))
+    return specs
+
+
+def discover_node(host: Host | None = None, *, backends: Sequence[AcceleratorBackend] | None = None) -> Discovery:
+    """:func:`discover`, with the declared data of the backends that answered."""
     started = time.perf_counter()
     host = host if host is not None else host_from_env()
     problems: list[Problem] = []
-
+    tasks: list[Any] = []
     if backends is None:
-        def on_error(name: str, exc: BaseException) -> None:
-            problems.append(Problem(backend=name, stage="load", error=type(exc).__name__, message=str(exc)))
+        specs = _scan(host, problems)
+        mode = isolation_mode(host.env)
+        fork = can_fork() and isinstance(host, FsHost) and mode != "none"
+        # Workers first, from this thread, before any thread of ours runs (isolate's module doc).
+        for spec in specs:
+            if fork and (mode == "all" or not spec.in_tree):
+                try:
+                    tasks.append(_Isolated(host, spec))
+                    continue
+                except OSError as exc:  # no fork possible (process limit): in a thread instead
+                    log.warning("ray_accel_ext: no worker process for %s (%s); running it in a thread", spec.name, exc)
+            tasks.append(_InProcess(host, spec=spec))
+    else:
+        tasks = [_InProcess(host, backend=b) for b in backends]
 
-        try:
-            backends = load_backends(host.env, on_error=on_error)
-        except BackendLoadError as exc:  # duplicate registrations: loud, but the node still starts
-            problems.append(Problem(backend="registry", stage="load", error=type(exc).__name__, message=str(exc)))
-            backends = []
+    for task in tasks:
+        if isinstance(task, _Isolated):
+            task.thread.start()
+    for task in tasks:
+        if isinstance(task, _InProcess):
+            task.thread.start()
+            # Staggered: the next backend starts when this one is done or has had _STAGGER_S.
+            # Backends mostly read the same sysfs files, and running them all at once tripled
+            # discovery time through GIL hand-offs (8 ms sequential vs 20-25 ms threaded on the
+            # 8x H100 snapshot); a slow or hung backend delays the others by at most _STAGGER_S.
+            task.thread.join(min(_STAGGER_S, host.deadline.remaining()))
+    host_found: list[Problem] = []
+    def check_host() -> None:
+        host_found.extend(_host_problems(host))
+        host_found.extend(_sku_file_problems())  # may read extra SKU files: on this thread too
 
-    problems.extend(_host_problems(host))
+    checker = threading.Thread(target=check_host, name="ray-accel-host-checks", daemon=True)
+    checker.start()
 
-    results: dict[str, NodeDescription | None] = {}
-    threads: list[tuple[AcceleratorBackend, threading.Thread]] = []
-    lock = threading.Lock()
+    # One end for all the joins (a join per task with its own grace would add up).
+    now = time.monotonic()
+    ends = {True: now + host.deadline.remaining() + _WORKER_GRACE_S, False: now + host.deadline.remaining() + _JOIN_GRACE_S}
+    for task in tasks:
+        task.thread.join(max(0.0, ends[isinstance(task, _Isolated)] - time.monotonic()))
+    checker.join(max(0.0, ends[False] - time.monotonic()))
+    for task in tasks:
+        if isinstance(task, _Isolated) and task.thread.is_alive():
+            task.worker.kill_now()
 
-    def run(backend: AcceleratorBackend) -> None:
-        stage = "detect"
-        try:
-            found = bool(backend.detect(host))
-            stage = "describe"
-            desc = backend.describe(host) if found else None
-            if desc is not None:
-                _check(backend, desc)
-        except Exception as exc:  # noqa: BLE001 - a backend must never take the node down
-            with lock:
-                problems.append(Problem(backend=backend.name, stage=stage, error=type(exc).__name__, message=str(exc)))
-            desc = None
-        with lock:
-            results[backend.name] = desc
+    descriptions: list[NodeDescription] = []
+    declared: dict[str, BackendInfo] = {}
+    for task in tasks:
+        failure = task.problem()
+        desc = None
+        if failure is None:
+            try:
+                desc = _checked(task.info, task.answer())
+            except Exception as exc:  # noqa: BLE001 - a malformed answer (from a worker: any data)
+                failure = ("describe", type(exc).__name__, _text(exc))
+        if failure is not None:
+            problems.append(Problem(backend=task.name, stage=failure[0], error=failure[1], message=failure[2]))
+        if desc is not None:
+            descriptions.append(desc)
+            declared[task.name] = task.info
+    if checker.is_alive():
+        problems.append(Problem(backend="host", stage="budget", error="TimeoutError",
+                                message=f"the host checks (PCI functions, device directories) were still reading after "
+                                        f"the {host.deadline.budget_s:g}s discovery budget; abandoned"))
+    problems.extend(list(host_found))
+    problems.extend(_access_problems(host, problems))
 
-    for backend in backends:
-        t = threading.Thread(target=run, args=(backend,), name=f"ray-accel-{backend.name}", daemon=True)
-        t.start()
-        threads.append((backend, t))
-        # Staggered: the next backend starts when this one is done or has had _STAGGER_S. Backends
-        # mostly read the same sysfs files, and running them all at once tripled discovery time
-        # through GIL hand-offs (8 ms sequential vs 20-25 ms threaded on the 8x H100 snapshot);
-        # a slow or hung backend still delays the others by at most _STAGGER_S.
-        t.join(min(_STAGGER_S, host.deadline.remaining()))
-    for backend, t in threads:
-        t.join(host.deadline.remaining() + _JOIN_GRACE_S)
-        if t.is_alive():
-            with lock:
-                problems.append(
-                    Problem(
-                        backend=backend.name,
-                        stage="budget",
-                        error="TimeoutError",
-                        message=f"still running after the {host.deadline.budget_s:g}s discovery budget; abandoned",
-                    )
-                )
-
-    problems.extend(_sku_file_problems())
-    with lock:
-        descriptions = tuple(_redacted(results[b.name]) for b, _ in threads if results.get(b.name) is not None)
-        inventory = NodeInventory(
-            descriptions=descriptions,  # type: ignore[arg-type]
-            problems=tuple(dataclasses.replace(p, message=redact(p.message)) for p in problems),
-            elapsed_s=time.perf_counter() - started,
-        )
+    inventory = NodeInventory(
+        descriptions=tuple(descriptions),
+        problems=tuple(dataclasses.replace(p, message=_clean(p.message)) for p in problems),
+        elapsed_s=time.perf_counter() - started,
+    )
     for reason in inventory.reasons():
         log.warning("ray_accel_ext discovery degraded: %s", reason)
-    return inventory
+    return Discovery(inventory, declared)
+
+
+def _clean(message: str) -> str:
+    """A message fit for the node log: redacted, one bounded line."""
+    text = redact(message)
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + f"... ({len(text)} characters)"
+
+
+def _checked(info: BackendInfo | None, desc: Any) -> NodeDescription | None:
+    """``desc`` validated against the backend's declarations, with value problems added and every
+    problem message cleaned; None when the backend found nothing."""
+    if desc is None:
+        return None
+    if info is None:
+        raise DescriptionError("the backend's declarations (name, prefix, resource) never arrived")
+    if not isinstance(desc, NodeDescription):
+        raise DescriptionError(f"describe() returned {type(desc).__name__}, expected NodeDescription")
+    if desc.backend != info.name:
+        raise DescriptionError(f"backend is {desc.backend!r}, expected {info.name!r}", "backend")
+    for key in desc.attributes:
+        if key_prefix(key) != info.label_prefix:
+            raise DescriptionError(f"key {key!r} is outside the backend's prefix {info.label_prefix!r}", "attributes")
+    if desc.resource_name != info.resource_name:
+        raise DescriptionError(f"resource_name is {desc.resource_name!r}, the backend declares {info.resource_name!r}",
+                               "resource_name")
+    errors = desc.consistency_errors()
+    if errors:
+        raise DescriptionError("; ".join(errors))
+    cleaned = tuple(_clean(p) for p in (*desc.problems, *description_problems(desc)))
+    return desc if cleaned == desc.problems else dataclasses.replace(desc, problems=cleaned)
 
 
 def _host_problems(host: Host) -> list[Problem]:
     """What no backend can report, since ``detect()`` never raises: an entry directory that cannot
-    be listed, and PCI functions whose vendor file is there but unreadable or garbage (a backend
-    skips such a function, so its device would silently not exist)."""
+    be listed, PCI functions that cannot be reached (a directory on their path cannot be searched)
+    and PCI functions whose vendor file is there but unreadable or garbage (a backend skips such a
+    function, so its device would silently not exist)."""
     out: list[Problem] = []
     for path in _ENTRY_DIRS:
         try:
@@ -130,17 +307,24 @@ def _host_problems(host: Host) -> list[Problem]:
     except HostReadError:
         names = []
     for name in names:
+        entry = f"{PCI_DEVICES}/{name}"
+        try:
+            real = host.realpath(entry)
+        except HostReadError as exc:
+            bad.append(f"{name} ({exc.reason})")
+            continue
         # A dangling link or a function without a vendor file is a device that went away
         # (hot-unplug, SR-IOV teardown): not counted, not a problem. A vendor file that is there
         # but unreadable or garbage is.
+        if not host.exists(real):
+            continue
         try:
-            text = host.read_optional(f"{PCI_DEVICES}/{name}/vendor", max_bytes=64)
-        except HostReadError:
-            if not host.exists(f"{PCI_DEVICES}/{name}"):
-                continue
-            text = ""
+            text = host.read_optional(f"{real}/vendor", max_bytes=64)
+        except HostReadError as exc:
+            bad.append(f"{name} ({exc.reason})")
+            continue
         if text is not None and not _HEX_ID.fullmatch(text.strip()):
-            bad.append(name)
+            bad.append(f"{name} (vendor id {text.strip()[:20]!r})")
     if bad:
         out.append(Problem(
             backend="host", stage="detect", error="HostReadError",
@@ -150,29 +334,28 @@ def _host_problems(host: Host) -> list[Problem]:
     return out
 
 
+def _access_problems(host: Host, already: list[Problem]) -> list[Problem]:
+    """Directories some backend or check could not list or search (``FsHost.access_errors``) and
+    special files where a file was read (``FsHost.special_files``): a backend usually reads past
+    them (an optional hint, or "no such device"), so the host names them."""
+    errors = dict(getattr(host, "access_errors", None) or {})
+    special = dict(getattr(host, "special_files", None) or {})
+    said = " ".join(p.message for p in already)
+    out = []
+    for path, reason in sorted(errors.items()):
+        if f"{path}: " not in said:
+            out.append(Problem(backend="host", stage="detect", error="HostReadError",
+                               message=f"{path}: {reason}; it cannot be listed or searched, so devices under it are "
+                                       "not counted"))
+    for path, what in sorted(special.items()):
+        if f"{path}: " not in said:
+            out.append(Problem(backend="host", stage="detect", error="HostReadError", message=f"{path}: {what}"))
+    return out
+
+
 def _sku_file_problems() -> list[Problem]:
     """Extra SKU files that were skipped (bad JSON, a schema error): the node starts on the
     built-in data and says which file and field (``ray_accel_ext/skus/SCHEMA.md``)."""
     from . import skus
 
     return [Problem(backend="skus", stage="load", error="SkuFileError", message=line) for line in skus.load_problems()]
-
-
-def _redacted(desc: NodeDescription) -> NodeDescription:
-    """``desc`` with credentials cut out of its problem messages (they quote outside text, and
-    they reach the node log, telemetry and recorded snapshots)."""
-    cleaned = tuple(redact(p) for p in desc.problems)
-    return desc if cleaned == desc.problems else dataclasses.replace(desc, problems=cleaned)
-
-
-def _check(backend: AcceleratorBackend, desc: NodeDescription) -> None:
-    if not isinstance(desc, NodeDescription):
-        raise DescriptionError(f"describe() returned {type(desc).__name__}, expected NodeDescription")
-    if desc.backend != backend.name:
-        raise DescriptionError(f"backend is {desc.backend!r}, expected {backend.name!r}", "backend")
-    for key in desc.attributes:
-        if key_prefix(key) != backend.label_prefix:
-            raise DescriptionError(f"key {key!r} is outside the backend's prefix {backend.label_prefix!r}", "attributes")
-    errors = desc.consistency_errors()
-    if errors:
-        raise DescriptionError("; ".join(errors))

@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from .redact import redact
+
 __all__ = [
     "RAY_PREFIX",
     "PROJECT_PREFIX",
@@ -94,7 +96,7 @@ LEVELS: Mapping[str, str] = MappingProxyType({"fabric": FABRIC_DOMAIN, "rack": R
 
 # Ray 2.60 TPUAcceleratorManager.is_valid_tpu_accelerator_type
 # (ray-project/ray python/ray/_private/accelerators/tpu.py).
-_RAY_POD_TYPE_RE = re.compile(r"^(v|tpu)\d+[a-zA-Z]*-\d+$")
+_RAY_POD_TYPE_RE = re.compile(r"^(v|tpu)\d+[a-zA-Z]*-\d+$", re.ASCII)  # \d: ASCII digits only
 
 
 def normalize_tpu_type(text: str) -> str:
@@ -149,11 +151,13 @@ def key_prefix(key: str) -> str:
 def sanitize_value(text: object) -> str:
     """Turn outside text (metadata, sysfs, tool output) into a selectable label value.
 
-    Runs of characters outside ``[A-Za-z0-9_.-]`` become ``-``; the result is cut to 63
+    Secrets are taken out first (:func:`ray_accel_ext.redact.redact`: a credential in metadata
+    must not become a label). Runs of characters outside ``[A-Za-z0-9_.-]`` become ``-``; the result is cut to 63
     characters and trimmed until it starts and ends alphanumeric. Returns ``""`` when nothing
     usable is left (callers then omit the label).
     """
-    value = _BAD_CHARS.sub("-", str(text).strip())[:63]
+    # Redacted first: once sanitised, "https://user:pass@host" no longer looks like a URL.
+    value = _BAD_CHARS.sub("-", redact(str(text)).strip())[:63]
     start, end = 0, len(value)
     while start < end and not value[start].isalnum():
         start += 1

@@ -13,6 +13,11 @@ any error ends in a node labelled ``rayaccel.io/discovery=degraded`` and a log l
 Both also hand their findings on through this process's environment (:mod:`.handoff`): Ray's own
 TPU manager, which runs next in the same process, gets the slice it would otherwise ask the
 metadata server for, and every worker process the node starts gets the node's description.
+
+Neither can hang the node start either: discovery runs on a daemon thread that is waited for at
+most the discovery budget plus :data:`HOOK_GRACE_S`; discovery itself returns at the budget
+(:mod:`ray_accel_ext.discovery`), so the grace is only ever used by something unforeseen, which
+then ends in a degraded node instead of a stuck ``ray start``.
 """
 
 from __future__ import annotations
@@ -20,24 +25,33 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from .adapter import RayNodeSpec, degraded_spec, to_ray_node
+from .bounds import setting
 from .compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, ray_version, tested_range_text
-from .discovery import discover
+from .discovery import discover_node
 from .handoff import inventory_env, ray_tpu_manager_env
 from .host import host_from_env, open_host
+from .host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
 from .hw.cloud import hostname
 from .labels import DISCOVERY
 from .model import NodeInventory
+from .ray_native import TIME_LIMIT_S as RAY_NATIVE_LIMIT_S
 from .ray_native import ray_detected
-from .telemetry import discovery_event
+from .redact import redact
+from .telemetry import discovery_event, emit
 from .visibility import cap_to_visible
 
-__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs", "hand_off"]
+__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs", "hand_off", "HOOK_GRACE_S"]
 
 log = logging.getLogger("ray_accel_ext")
+
+#: how long past the discovery budget the hook waits for discovery to hand over its answer
+HOOK_GRACE_S = 0.75
 
 
 def _ensure_log_handler() -> None:
@@ -66,21 +80,51 @@ def node_spec(
 
 
 def _node(root, budget_s, environ) -> tuple[NodeInventory | None, RayNodeSpec, str | None]:
-    """(inventory, spec, host name); inventory None when discovery failed outright."""
+    """(inventory, spec, host name); inventory None when discovery failed outright or did not
+    finish within the budget plus :data:`HOOK_GRACE_S` (it runs on a daemon thread)."""
     _ensure_log_handler()
     environ = os.environ if environ is None else environ
-    try:
-        if root is not None:
-            host = open_host(root, environ=environ, budget_s=budget_s)
-        else:
-            host = host_from_env(environ, budget_s=budget_s)
-        inventory = discover(host)
-        spec = cap_to_visible(to_ray_node(inventory), inventory, environ)
-        discovery_event(inventory, spec)
-        return inventory, spec, hostname(host)
-    except Exception as exc:  # noqa: BLE001 - the node must start whatever happened here
-        log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s", type(exc).__name__, exc)
+    if budget_s is None:
+        budget_s = setting(environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(_discover(root, budget_s, environ))
+        except BaseException as exc:  # noqa: BLE001 - the node must start whatever happened here
+            box.append(exc)
+
+    worker = threading.Thread(target=run, name="ray-accel-discovery", daemon=True)
+    worker.start()
+    worker.join(budget_s + HOOK_GRACE_S)
+    if not box:
+        log.error("ray_accel_ext discovery did not finish within its %gs budget (+%gs); starting the node degraded",
+                  budget_s, HOOK_GRACE_S)
         return None, degraded_spec(), None
+    if isinstance(box[0], BaseException):
+        log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s",
+                  type(box[0]).__name__, redact(_text(box[0])))
+        return None, degraded_spec(), None
+    return box[0]
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        return "<unprintable>"
+
+
+def _discover(root: Any, budget_s: float, environ: Mapping[str, str]) -> tuple[NodeInventory, RayNodeSpec, str | None]:
+    if root is not None:
+        host = open_host(root, environ=environ, budget_s=budget_s)
+    else:
+        host = host_from_env(environ, budget_s=budget_s)
+    found = discover_node(host)
+    inventory = found.inventory
+    spec = cap_to_visible(to_ray_node(inventory), inventory, environ, classes=found.backends)
+    discovery_event(inventory, spec)
+    return inventory, spec, hostname(host)
 
 
 def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) -> dict[str, str]:
@@ -90,6 +134,8 @@ def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) ->
     if inventory is None:
         return {}
     out = {**ray_tpu_manager_env(inventory, environ, name), **inventory_env(inventory)}
+    # A NUL (a hostile slice name) cannot be in a process environment: such a value is not handed on.
+    out = {k: v for k, v in out.items() if "\x00" not in k and "\x00" not in v}
     environ.update(out)
     return out
 
@@ -98,14 +144,15 @@ def _gpus(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
+def merge_into_params(ray_params: Any, spec: RayNodeSpec, *, time_limit_s: float = RAY_NATIVE_LIMIT_S) -> None:
     """Merge ``spec`` into a ``RayParams`` (user-given keys win), keeping the accelerator families
-    Ray detects itself next to ours (:func:`ray_accel_ext.ray_native.ray_detected`)."""
+    Ray detects itself next to ours (:func:`ray_accel_ext.ray_native.ray_detected`, given at most
+    ``time_limit_s``)."""
     if spec.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
         ray_params.num_gpus = _gpus(spec.num_gpus)
     resources = dict(spec.custom_resources())
     resources.update(getattr(ray_params, "resources", None) or {})
-    own = ray_detected(resources, getattr(ray_params, "num_gpus", None))
+    own = ray_detected(resources, getattr(ray_params, "num_gpus", None), time_limit_s=time_limit_s)
     for key, value in own.resources.items():
         resources.setdefault(key, value)
     if own.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
@@ -117,7 +164,9 @@ def merge_into_params(ray_params: Any, spec: RayNodeSpec) -> None:
 
 
 def start_hook(ray_params: Any, head: bool) -> None:
-    """The ``RAY_START_HOOK`` entry point. Never raises."""
+    """The ``RAY_START_HOOK`` entry point. Never raises; returns within the discovery budget plus
+    one second (discovery's bound, then Ray's own families in what is left of that second)."""
+    started = time.monotonic()
     try:
         if not is_supported_ray():
             _ensure_log_handler()
@@ -133,21 +182,26 @@ def start_hook(ray_params: Any, head: bool) -> None:
                 tested_range_text(),
                 ray_version(),
             )
-        inventory, spec, name = _node(None, None, None)
-        merge_into_params(ray_params, spec)
+        budget = setting(os.environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
+        inventory, spec, name = _node(None, budget, None)
+        left = budget + 0.95 - (time.monotonic() - started)
+        merge_into_params(ray_params, spec, time_limit_s=min(RAY_NATIVE_LIMIT_S, max(0.05, left)))
         handed = hand_off(inventory, name)
         tpu_env = {k: v for k, v in handed.items() if k.startswith("TPU_")}
         if tpu_env:
             log.info("ray_accel_ext: Ray's TPU manager reads %s (no metadata request of its own)", tpu_env)
+        elapsed = time.monotonic() - started
         log.info(
-            "ray_accel_ext: %s node gets resources %s and %d labels (discovery=%s)",
+            "ray_accel_ext: %s node gets resources %s and %d labels (discovery=%s) in %.2fs",
             "head" if head else "worker",
             dict(spec.resources),
             len(spec.labels),
             spec.labels.get(DISCOVERY),
+            elapsed,
         )
+        emit("start_hook", head=head, discovery=spec.labels.get(DISCOVERY), elapsed_ms=round(elapsed * 1000, 2))
     except Exception as exc:  # noqa: BLE001
-        log.error("ray_accel_ext start hook failed; node starts without accelerator labels: %s", exc)
+        log.error("ray_accel_ext start hook failed; node starts without accelerator labels: %s", redact(_text(exc)))
 
 
 def merge_into_init_kwargs(kwargs: dict[str, Any], spec: RayNodeSpec) -> dict[str, Any]:

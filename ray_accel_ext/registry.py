@@ -6,8 +6,16 @@ Rules (see ``reference/model-codebases.md`` section 4.4):
 * a backend is validated when loaded: an :class:`AcceleratorBackend` subclass, ``name`` equal to
   the entry-point name, a supported ``api_version``, a well-formed ``label_prefix`` that is not
   Ray's or ours; the error names the distribution and version;
-* two distributions offering the same name is an error, never first-wins;
-* ``RAY_ACCEL_DISABLE=name,name`` switches backends off (like ``pytest -p no:name``).
+* two distributions offering the same name is an error, never first-wins: :func:`available_backends`
+  raises; on the node-start path (:func:`scan_backends`) only that name is dropped, loudly, and the
+  other backends still load;
+* ``RAY_ACCEL_DISABLE=name,name`` switches backends off (like ``pytest -p no:name``); disabling a
+  duplicated name resolves the conflict (nothing under that name loads, nothing is reported);
+* whatever a backend raises while it is imported or built, ``BaseException`` included
+  (``SystemExit``, ``KeyboardInterrupt``), becomes a :class:`BackendLoadError` naming it.
+
+A backend is *in-tree* when it is this package's own (module under ``ray_accel_ext.``, registered
+by the ``ray-accel-ext`` distribution); discovery runs the others in a worker process.
 
 The registry also answers "which families exist and how are they recognised" (:func:`families`):
 from each installed backend's declarations, plus :data:`KNOWN_FAMILIES` (what to install for a
@@ -25,13 +33,19 @@ from importlib import metadata as importlib_metadata
 
 from .backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
 from .errors import BackendLoadError
+from .host.fs import special_kind
 from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "DISABLE_ENV",
     "BackendSpec",
+    "BackendInfo",
     "available_backends",
+    "scan_backends",
+    "import_backend_class",
+    "problem_message",
+    "construct_error",
     "load_backend",
     "load_backends",
     "validate_backend_class",
@@ -74,6 +88,9 @@ KNOWN_FAMILIES: Mapping[str, FamilyInfo] = {
 }
 
 
+_OWN_DISTS = frozenset({"ray-accel-ext", "ray_accel_ext"})
+
+
 @dataclass(frozen=True)
 class BackendSpec:
     """Where a backend comes from: entry-point name, ``module:Class`` and distribution."""
@@ -82,61 +99,184 @@ class BackendSpec:
     value: str
     dist: str
 
+    @property
+    def in_tree(self) -> bool:
+        """This package's own backend (its module and its distribution are ours)."""
+        dist = self.dist.rpartition(" ")[0] or self.dist
+        return self.value.startswith("ray_accel_ext.") and (dist.lower() in _OWN_DISTS or dist == "direct import")
 
-def _group_entry_points():
+    @property
+    def where(self) -> str:
+        return f"backend {self.name!r} ({self.value}, from {self.dist})"
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What discovery needs of a backend class besides its description: its declared data.
+
+    A backend run in a worker process never exists as a class in the node-start process; its
+    worker sends this instead.
+    """
+
+    name: str
+    resource_name: str
+    label_prefix: str
+    visible_devices_env_var: str | None = None
+    node_start_env_vars: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, backend: type[AcceleratorBackend] | AcceleratorBackend) -> "BackendInfo":
+        return cls(
+            name=backend.name,
+            resource_name=backend.resource_name,
+            label_prefix=backend.label_prefix,
+            visible_devices_env_var=backend.visible_devices_env_var,
+            node_start_env_vars=tuple(backend.node_start_env_vars),
+        )
+
+
+def _special_metadata(dist: importlib_metadata.Distribution) -> str | None:
+    """What is wrong with a distribution's metadata files, when one is not a regular file (a FIFO
+    there would block the read for ever); None when they are fine or not files at all."""
+    base = getattr(dist, "_path", None)  # PathDistribution: the .dist-info / .egg-info directory
+    if base is None:
+        return None
+    for name in ("entry_points.txt", "METADATA", "PKG-INFO"):
+        try:
+            kind = special_kind(os.stat(os.path.join(str(base), name)).st_mode)
+        except OSError:
+            continue
+        if kind is not None:
+            return f"{base}/{name} is {kind}, not a regular file; distribution skipped"
+    return None
+
+
+def _group_entry_points(skipped: list[str] | None = None):
     """The group's entry points, from every installed distribution that declares the group.
 
     Only distributions whose ``entry_points.txt`` names the group are parsed: about 1.5 ms instead
     of 3.2 ms for ``importlib.metadata.entry_points(group=...)`` among the ~100 distributions Ray
     brings, on the node-start path. A distribution seen twice on ``sys.path`` yields the same
-    ``name = value`` twice, which ``available_backends`` merges.
+    ``name = value`` twice, which ``available_backends`` merges. A distribution whose metadata
+    files are not regular files is skipped (noted in ``skipped``).
     """
     header = f"[{ENTRY_POINT_GROUP}]"
     for dist in importlib_metadata.distributions():
+        special = _special_metadata(dist)
+        if special is not None:
+            if skipped is not None:
+                skipped.append(special)
+            continue
         text = dist.read_text("entry_points.txt")
         if text and header in text:
             yield from dist.entry_points.select(group=ENTRY_POINT_GROUP)
 
 
-def available_backends() -> list[BackendSpec]:
-    """Every backend entry point installed, duplicates of one name from two distributions rejected."""
+def _specs(skipped: list[str] | None = None) -> tuple[list[BackendSpec], dict[str, list[BackendSpec]]]:
+    """Installed backends by name, and the names two distributions register differently."""
     seen: dict[str, BackendSpec] = {}
-    for ep in _group_entry_points():
+    clashes: dict[str, list[BackendSpec]] = {}
+    for ep in _group_entry_points(skipped):
         dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
         spec = BackendSpec(ep.name, ep.value, dist)
-        prior = seen.get(ep.name)
-        if prior is not None and prior.value != spec.value:
-            raise BackendLoadError(
-                f"backend {ep.name!r} is provided by both {prior.dist} ({prior.value}) and {dist} ({ep.value}); "
-                f"uninstall one or disable it with {DISABLE_ENV}",
-                backend=ep.name,
-            )
-        seen.setdefault(ep.name, spec)
-    return sorted(seen.values(), key=lambda s: s.name)
+        prior = seen.setdefault(ep.name, spec)
+        if prior.value != spec.value and spec not in clashes.get(ep.name, ()):
+            clashes.setdefault(ep.name, [prior]).append(spec)
+    return sorted(seen.values(), key=lambda s: s.name), clashes
+
+
+def _clash_message(name: str, specs: list[BackendSpec]) -> str:
+    offered = " and ".join(f"{s.dist} ({s.value})" for s in specs)
+    return (f"backend {name!r} is provided by both {offered}; uninstall one or disable it with "
+            f"{DISABLE_ENV}={name}")
+
+
+def available_backends() -> list[BackendSpec]:
+    """Every backend entry point installed; a name two distributions register differently raises."""
+    specs, clashes = _specs()
+    for name, offers in sorted(clashes.items()):
+        raise BackendLoadError(_clash_message(name, offers), backend=name)
+    return specs
+
+
+def scan_backends(env: Mapping[str, str] | None = None) -> tuple[list[BackendSpec], list[tuple[str, str]]]:
+    """The enabled backends, and ``(name, message)`` for each name dropped because two
+    distributions register it (a disabled name is neither loaded nor reported), and
+    ``("registry", message)`` for each distribution skipped for special metadata files."""
+    disabled = disabled_names(env)
+    skipped: list[str] = []
+    specs, clashes = _specs(skipped)
+    problems = [(name, _clash_message(name, offers)) for name, offers in sorted(clashes.items()) if name not in disabled]
+    problems += [("registry", message) for message in skipped]
+    return [s for s in specs if s.name not in disabled and s.name not in clashes], problems
+
+
+def import_backend_class(spec: BackendSpec) -> type[AcceleratorBackend]:
+    """Import and validate the class ``spec`` names; BackendLoadError (stage ``import``) for
+    anything it raises, ``BaseException`` included."""
+    module_name, _, attr = spec.value.partition(":")
+    try:
+        obj = importlib.import_module(module_name)
+        for part in attr.split(".") if attr else []:
+            obj = getattr(obj, part)
+    except BaseException as exc:  # noqa: BLE001 - an import error of any kind in a vendor package
+        raise BackendLoadError(f"{spec.where} cannot be imported: {_raised(exc)}", backend=spec.name,
+                               stage="import") from exc
+    validate_backend_class(obj, spec.name, spec.where)
+    return obj
+
+
+def _str(exc: BaseException) -> str:
+    try:
+        return str(exc)[:2000]
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        return "<unprintable>"
+
+
+def _raised(exc: BaseException) -> str:
+    text = _str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def problem_message(exc: BaseException) -> str:
+    """The message a discovery problem carries for what a backend raised: the exception's text,
+    and for a ``BaseException`` that is not an ``Exception`` (``SystemExit``, ``KeyboardInterrupt``)
+    what it was, so the reason names it."""
+    text = _str(exc)
+    if isinstance(exc, Exception):
+        return text or type(exc).__name__
+    return f"raised {type(exc).__name__}, which is not an Exception{': ' + text if text else ''}; contained"
 
 
 def load_backend(spec: BackendSpec | str, name: str | None = None) -> AcceleratorBackend:
     """Import, validate and instantiate one backend (``spec`` may be ``"pkg.mod:Class"``)."""
     if isinstance(spec, str):
         spec = BackendSpec(name or spec.rpartition(":")[2], spec, "direct import")
-    module_name, _, attr = spec.value.partition(":")
-    where = f"backend {spec.name!r} ({spec.value}, from {spec.dist})"
+    cls = import_backend_class(spec)
     try:
-        obj = importlib.import_module(module_name)
-        for part in attr.split(".") if attr else []:
-            obj = getattr(obj, part)
-    except Exception as exc:  # an import error of any kind in a vendor package
-        raise BackendLoadError(f"{where} cannot be imported: {type(exc).__name__}: {exc}", backend=spec.name) from exc
-    validate_backend_class(obj, spec.name, where)
-    try:
-        return obj()
-    except Exception as exc:
-        raise BackendLoadError(f"{where} cannot be constructed without arguments: {exc}", backend=spec.name) from exc
+        return cls()
+    except BaseException as exc:  # noqa: BLE001 - SystemExit in a constructor must not end the process
+        raise construct_error(spec, exc) from exc
+
+
+def construct_error(spec: BackendSpec, exc: BaseException) -> BackendLoadError:
+    """The error for a backend whose constructor raised ``exc`` (whatever it was)."""
+    return BackendLoadError(f"{spec.where} cannot be constructed without arguments: {_raised(exc)}",
+                            backend=spec.name, stage="construct")
 
 
 def validate_backend_class(cls: object, expected_name: str | None = None, where: str | None = None) -> None:
     """Raise BackendLoadError naming the culprit unless ``cls`` is a well-formed backend class."""
     where = where or f"backend {getattr(cls, '__qualname__', cls)!r}"
+    try:
+        _validate(cls, expected_name, where)
+    except BackendLoadError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a hostile class (metaclass, properties) raised
+        raise BackendLoadError(f"{where}: validating the class raised {_raised(exc)}") from exc
+
+
+def _validate(cls: object, expected_name: str | None, where: str) -> None:
     if not (isinstance(cls, type) and issubclass(cls, AcceleratorBackend)):
         raise BackendLoadError(f"{where} is not a subclass of ray_accel_ext.backend.AcceleratorBackend")
     if getattr(cls, "__abstractmethods__", None):
@@ -181,11 +321,21 @@ def load_backends(
     ``on_error`` is given (the node-start path: the node still starts); otherwise the error is
     raised (the CLI and tests: fail loudly).
     """
-    disabled = disabled_names(env)
     wanted = set(only) if only is not None else None
     backends: list[AcceleratorBackend] = []
-    for spec in available_backends():
-        if spec.name in disabled or (wanted is not None and spec.name not in wanted):
+    specs, clashes = scan_backends(env)
+    disabled = disabled_names(env)
+    for name, message in clashes:
+        if name == "registry":  # a distribution skipped for special metadata files: not a backend
+            if on_error is not None:
+                on_error(name, BackendLoadError(message, backend=name))
+            continue
+        if wanted is None or name in wanted:
+            if on_error is None:
+                raise BackendLoadError(message, backend=name)
+            on_error(name, BackendLoadError(message, backend=name))
+    for spec in specs:
+        if wanted is not None and spec.name not in wanted:
             continue
         try:
             backends.append(load_backend(spec))
@@ -203,24 +353,13 @@ def load_backends(
 def backend_classes(env: Mapping[str, str] | None = None, *, include_disabled: bool = False) -> dict[str, type[AcceleratorBackend]]:
     """The class of every enabled (or, with ``include_disabled``, installed), loadable backend by
     name; one that fails to import is left out (``load_backends`` is what reports it)."""
-    disabled = set() if include_disabled else disabled_names(env)
     out: dict[str, type[AcceleratorBackend]] = {}
-    try:
-        specs = available_backends()
-    except BackendLoadError:
-        return out
+    specs, _ = scan_backends({} if include_disabled else env)
     for spec in specs:
-        if spec.name in disabled:
-            continue
-        module_name, _, attr = spec.value.partition(":")
         try:
-            obj = importlib.import_module(module_name)
-            for part in attr.split(".") if attr else []:
-                obj = getattr(obj, part)
-            validate_backend_class(obj, spec.name)
-        except Exception:  # noqa: BLE001 - reported by load_backends on the discovery path
+            out[spec.name] = import_backend_class(spec)
+        except BackendLoadError:  # reported by discovery on the node-start path
             continue
-        out[spec.name] = obj
     return out
 
 

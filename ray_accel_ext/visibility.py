@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from .adapter import RayNodeSpec
 from .model import NodeInventory
@@ -25,9 +26,12 @@ def visible_count(value: str) -> int:
     return 0 if value in ("", "NoDevFiles") else len(value.split(","))
 
 
-def capping_variables(inventory: NodeInventory, env: Mapping[str, str] | None = None) -> dict[str, tuple[str, ...]]:
-    """Ray resource name -> the variables that cap it, from the backends that described the node."""
-    classes = backend_classes(env)
+def capping_variables(
+    inventory: NodeInventory, env: Mapping[str, str] | None = None, classes: Mapping[str, Any] | None = None
+) -> dict[str, tuple[str, ...]]:
+    """Ray resource name -> the variables that cap it, from the backends that described the node
+    (``classes``: their declarations by name, as discovery returns them; default: the registry's)."""
+    classes = backend_classes(env) if classes is None else classes
     out: dict[str, tuple[str, ...]] = {}
     for desc in inventory.descriptions:
         cls = classes.get(desc.backend)
@@ -39,10 +43,12 @@ def capping_variables(inventory: NodeInventory, env: Mapping[str, str] | None = 
     return out
 
 
-def cap_to_visible(spec: RayNodeSpec, inventory: NodeInventory, environ: Mapping[str, str]) -> RayNodeSpec:
+def cap_to_visible(
+    spec: RayNodeSpec, inventory: NodeInventory, environ: Mapping[str, str], classes: Mapping[str, Any] | None = None
+) -> RayNodeSpec:
     """``spec`` with accelerator counts cut to what the process's visible-devices variables allow."""
     resources = dict(spec.resources)
-    for name, variables in capping_variables(inventory, environ).items():
+    for name, variables in capping_variables(inventory, environ, classes).items():
         if name not in resources:
             continue
         limits = [visible_count(environ[v]) for v in variables if v in environ]

@@ -124,8 +124,10 @@ class SuiteTests:
 
     @pytest.fixture
     def backend(self, suite: SuiteConfig) -> AcceleratorBackend:
-        """A fresh instance of the backend under test (built with no arguments)."""
-        return suite.backend_cls()  # type: ignore[misc]
+        """A fresh instance of the backend under test (built with no arguments, bounded)."""
+        from .bounded import bounded
+
+        return bounded(suite.backend_cls, what=f"{suite.name}() (construction)")  # type: ignore[arg-type]
 
     @pytest.fixture(autouse=True)
     def _accel_suite_gate(self, request: pytest.FixtureRequest) -> None:

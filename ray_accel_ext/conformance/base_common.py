@@ -12,6 +12,7 @@ from ..model import NodeDescription
 from ._core import (
     open_snapshot,
 )
+from .bounded import bounded
 from .settings import Snapshot, SuiteConfig
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -26,12 +27,12 @@ def _describe(backend: AcceleratorBackend, snapshot: Snapshot, suite: SuiteConfi
             suite.described[snapshot.path] = _describe(backend, snapshot)
         return suite.described[snapshot.path]
     with open_snapshot(snapshot) as host:
-        assert backend.detect(host) is True, (
+        assert bounded(backend.detect, host, what=f"{backend.name}.detect()", host=host) is True, (
             f"{backend.name}.detect() is not True on snapshot {snapshot}, whose golden file has a "
             f"{backend.name} description"
         )
         try:
-            desc = backend.describe(host)
+            desc = bounded(backend.describe, host, what=f"{backend.name}.describe()", host=host)
         except Exception as exc:  # noqa: BLE001 - reported with what to do instead
             pytest.fail(
                 f"{backend.name}.describe() raised {type(exc).__name__}: {exc} on snapshot {snapshot}; put what "

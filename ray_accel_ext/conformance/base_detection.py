@@ -18,10 +18,19 @@ from ._core import (
     open_snapshot,
 )
 from .base_common import _backend_modules, _describe
+from .bounded import bounded
 from .guards import NetworkGuard, ProcessState
 from .settings import Snapshot, SuiteConfig
 
 __all__ = ['BaseDetectionTests']
+
+
+def _detect(backend: AcceleratorBackend, host) -> bool:
+    return bounded(backend.detect, host, what=f"{backend.name}.detect()", host=host)
+
+
+def _describe_once(backend: AcceleratorBackend, host) -> object:
+    return bounded(backend.describe, host, what=f"{backend.name}.describe()", host=host)
 
 
 class BaseDetectionTests(SuiteTests):
@@ -33,7 +42,8 @@ class BaseDetectionTests(SuiteTests):
         guard = NetworkGuard()
         with counting_metadata(None) as (env, servers), guard.active():
             try:
-                found = backend.detect(host_with(None, env, root))
+                empty = host_with(None, env, root)
+                found = bounded(backend.detect, empty, what=f"{backend.name}.detect() on an empty host", host=empty)
             except Exception as exc:  # noqa: BLE001
                 pytest.fail(f"{backend.name}.detect() raised {type(exc).__name__}: {exc} on an empty host "
                             f"(no /sys, /proc, /dev); detect must return False, never raise")
@@ -48,7 +58,7 @@ class BaseDetectionTests(SuiteTests):
     def test_detect_matches_golden(self, backend: AcceleratorBackend, snapshot: Snapshot) -> None:
         with open_snapshot(snapshot) as host:
             try:
-                found = backend.detect(host)
+                found = bounded(backend.detect, host, what=f"{backend.name}.detect() on snapshot {snapshot}", host=host)
             except Exception as exc:  # noqa: BLE001
                 pytest.fail(f"{backend.name}.detect() raised {type(exc).__name__}: {exc} on snapshot {snapshot}; it must never raise")
         assert isinstance(found, bool), f"{backend.name}.detect() returned {type(found).__name__} on snapshot {snapshot}; expected bool"
@@ -62,8 +72,8 @@ class BaseDetectionTests(SuiteTests):
         with open_snapshot(snapshot) as host:
             before = ProcessState.capture(modules)
             try:
-                if backend.detect(host):
-                    backend.describe(host)
+                if _detect(backend, host):
+                    _describe_once(backend, host)
             except Exception as exc:  # noqa: BLE001 - purity is judged even when describe fails
                 note = f" (describe raised {type(exc).__name__}: {exc})"
             else:
@@ -79,8 +89,8 @@ class BaseDetectionTests(SuiteTests):
             budget = host.deadline.budget_s
             started = time.perf_counter()
             with contextlib.suppress(Exception):  # errors are judged by the other tests; this one times
-                if backend.detect(host):
-                    backend.describe(host)
+                if _detect(backend, host):
+                    _describe_once(backend, host)
             elapsed = time.perf_counter() - started
         assert elapsed <= budget, (
             f"{backend.name} took {elapsed:.2f}s on snapshot {snapshot}, over the {budget:g}s discovery budget "
@@ -92,16 +102,16 @@ class BaseDetectionTests(SuiteTests):
         guard = NetworkGuard()
         if declared:
             with open_snapshot(snapshot) as host, guard.active():
-                if backend.detect(host):
-                    backend.describe(host)
+                if _detect(backend, host):
+                    _describe_once(backend, host)
             sent = 0
         else:
             with counting_metadata(snapshot) as (env, servers):
                 host = host_with(snapshot, env)
                 with guard.active():
                     try:
-                        if backend.detect(host):
-                            backend.describe(host)
+                        if _detect(backend, host):
+                            _describe_once(backend, host)
                     except Exception:  # noqa: BLE001 - a refused connection may surface; judged below
                         pass
                 sent = sum(s.count() for s in servers)

@@ -24,6 +24,7 @@ from ._core import (
     golden_diff,
 )
 from .base_common import _MIN_GRANULARITY, _describe
+from .bounded import bounded
 from .requirements import requires
 from .settings import Snapshot, SuiteConfig
 
@@ -115,8 +116,8 @@ class BaseVisibilityTests(SuiteTests):
         for subset in self._subsets(len(desc.devices)):
             devices = [desc.devices[i] for i in subset]
             before = dict(os.environ)
-            first = dict(backend.visible_devices_env(devices))
-            second = dict(backend.visible_devices_env(list(devices)))
+            first = dict(bounded(backend.visible_devices_env, devices, what=f"{backend.name}.visible_devices_env()"))
+            second = dict(bounded(backend.visible_devices_env, list(devices), what=f"{backend.name}.visible_devices_env()"))
             assert dict(os.environ) == before, f"{backend.name}.visible_devices_env({subset}) changed os.environ; it must only return"
             assert first == second, f"{backend.name}.visible_devices_env({subset}) is not deterministic: {first} then {second}"
             assert first, f"{backend.name} declares device_visibility but visible_devices_env({subset}) is empty"
@@ -127,8 +128,8 @@ class BaseVisibilityTests(SuiteTests):
     def test_visible_devices_round_trip(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
         desc = _describe(backend, device_snapshot, suite)
         for subset in self._subsets(len(desc.devices)):
-            env = backend.visible_devices_env([desc.devices[i] for i in subset])
-            parsed = backend.parse_visible_devices(env)
+            env = bounded(backend.visible_devices_env, [desc.devices[i] for i in subset], what=f"{backend.name}.visible_devices_env()")
+            parsed = bounded(backend.parse_visible_devices, env, what=f"{backend.name}.parse_visible_devices()")
             assert parsed == subset, (
                 f"{backend.name} on snapshot {device_snapshot}: parse_visible_devices(visible_devices_env(devices {subset}))"
                 f" = {parsed!r}, expected {subset} (env was {dict(env)})"
@@ -136,7 +137,7 @@ class BaseVisibilityTests(SuiteTests):
 
     @requires("device_visibility")
     def test_unset_means_all_devices(self, backend: AcceleratorBackend) -> None:
-        assert backend.parse_visible_devices({}) is None, (
+        assert bounded(backend.parse_visible_devices, {}, what=f"{backend.name}.parse_visible_devices()") is None, (
             f"{backend.name}.parse_visible_devices({{}}) must be None (no variable: every device is visible)"
         )
 

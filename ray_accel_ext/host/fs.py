@@ -14,105 +14,82 @@ through a :class:`Host`. Three kinds exist:
 
 Paths are host-absolute strings (``/sys/bus/pci/devices``). Symlinks are resolved inside the root:
 an absolute link target or a ``..`` chain can never leave it, and link loops are an error.
+
+Only regular files are read. A FIFO, socket or device node where a file is expected is refused
+with a :class:`HostReadError` and never opened: ``stat`` first, then ``open`` with ``O_NONBLOCK``
+(a file swapped for a FIFO in between cannot block the open) and ``O_NOCTTY``, then ``fstat`` of
+what was opened (a swapped file is refused before any read). Under a root the canonical path is
+opened with ``O_NOFOLLOW``, so a last component swapped for a symlink cannot lead outside it.
+Directories that exist but cannot be listed or searched are noted (:attr:`FsHost.access_errors`):
+discovery reports them, since a backend's ``detect()`` reads them as "no devices".
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import subprocess
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..bounds import setting
 from ..errors import CommandError, HostReadError
 from . import snapshot as _snapshot
 from .metadata import MetadataClient
-from .protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_READ_BYTES, ROOT_ENV, Deadline
+from .protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S, MAX_READ_BYTES, ROOT_ENV, Deadline
+from .walk import InRootWalk, LinkLoop
 
-__all__ = ["FsHost", "InRootWalk", "WalkStep", "LinkLoop", "open_host", "host_from_env"]
+__all__ = ["FsHost", "SpecialFile", "open_host", "host_from_env",
+           "read_regular", "special_kind"]
 
 _FIRST_READ_BYTES = 8192
-MAX_LINK_HOPS = 40
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
 
 
-class LinkLoop(Exception):
-    """More than :data:`MAX_LINK_HOPS` symlinks on one path: a loop."""
+def special_kind(mode: int) -> str | None:
+    """What a non-regular file is (``a FIFO (named pipe)``), None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
-@dataclass(frozen=True)
-class WalkStep:
-    """One component of an in-root walk: its host path, ``lstat`` result (None: absent), and the
-    link target when it is a symlink; ``last`` when no component follows it."""
-
-    path: str
-    st: os.stat_result | None
-    target: str | None
-    parent: str
-    last: bool
+class SpecialFile(OSError):
+    """A FIFO, socket or device node where a regular file was expected (never opened for reading)."""
 
 
-class InRootWalk:
-    """Walk a host path component by component under a root, following symlinks *inside* it.
+def read_regular(fs_path: str, max_bytes: int, *, nofollow: bool = False) -> bytes:
+    """At most ``max_bytes + 1`` bytes of the regular file ``fs_path`` (see the module doc).
 
-    ``fs_of`` maps a host path to the file-system path under the root. An absolute link target
-    restarts at the root and ``..`` stops at it, so no walk can leave the root. Iterating yields a
-    :class:`WalkStep` per component (components in ``plain``, known to be no symlink, are taken
-    without a syscall and not yielded); afterwards :attr:`path` is the canonical host path.
-    Raises :class:`LinkLoop` after :data:`MAX_LINK_HOPS` links and ``OSError`` when a component
-    cannot be examined. The host (:class:`FsHost`) and ``ray-accel record``'s copier share it.
+    Raises ``FileNotFoundError`` / ``PermissionError`` / ``OSError`` as ``open`` does, and
+    ``IsADirectoryError`` for a directory; any other non-regular file is a :class:`SpecialFile`
+    whose ``strerror`` says what it is (``is a FIFO (named pipe), not a regular file``).
     """
-
-    def __init__(self, fs_of: Callable[[str], str], base: str, parts: list[str], *, plain: set[str] | frozenset[str] = frozenset()) -> None:
-        self._fs_of = fs_of
-        self._stack = [p for p in base.split("/") if p]
-        self._pending = list(reversed(parts))
-        self._plain = plain
-
-    @property
-    def path(self) -> str:
-        return "/" + "/".join(self._stack)
-
-    def __iter__(self) -> Iterator[WalkStep]:
-        stack, pending = self._stack, self._pending
-        hops = 0
-        while pending:
-            part = pending.pop()
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if stack:
-                    stack.pop()
-                continue
-            candidate = "/" + "/".join([*stack, part])
-            if candidate in self._plain:
-                stack.append(part)
-                continue
-            try:
-                st: os.stat_result | None = os.lstat(self._fs_of(candidate))
-            except FileNotFoundError:
-                st = None
-            except OSError as exc:
-                raise OSError(exc.errno, f"cannot stat {candidate}: {exc.strerror or exc}", candidate) from None
-            parent = "/" + "/".join(stack)
-            if st is None or not stat.S_ISLNK(st.st_mode):
-                yield WalkStep(candidate, st, None, parent, not pending)
-                stack.append(part)
-                continue
-            hops += 1
-            if hops > MAX_LINK_HOPS:
-                raise LinkLoop(candidate)
-            try:
-                target = os.readlink(self._fs_of(candidate))
-            except OSError as exc:
-                raise OSError(exc.errno, f"cannot read link {candidate}: {exc.strerror or exc}", candidate) from None
-            yield WalkStep(candidate, st, target, parent, False)
-            if target.startswith("/"):
-                stack.clear()
-            pending.extend(reversed(target.split("/")))
+    kind = special_kind(os.stat(fs_path).st_mode)
+    if kind == "a directory":
+        raise IsADirectoryError(fs_path)
+    if kind is not None:
+        raise SpecialFile(0, f"is {kind}, not a regular file; not opened")
+    fd = os.open(fs_path, _OPEN_FLAGS | (os.O_NOFOLLOW if nofollow else 0))
+    try:
+        kind = special_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise SpecialFile(0, f"is {kind}, not a regular file (it changed while being opened); not read")
+        # A small first read: asking for max_bytes at once allocates that much per call, which
+        # made a 10-byte sysfs read 2.5x slower than the read itself.
+        chunks = [os.read(fd, min(_FIRST_READ_BYTES, max_bytes + 1))]
+        size = len(chunks[0])
+        while chunks[-1] and size <= max_bytes:
+            chunks.append(os.read(fd, max_bytes + 1 - size))
+            size += len(chunks[-1])
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class FsHost:
@@ -131,7 +108,7 @@ class FsHost:
         self.live = str(self.root) == "/" and self.snapshot_dir is None
         self.env = MappingProxyType(dict(os.environ if env is None else env))
         if budget_s is None:
-            budget_s = _float_env(self.env, BUDGET_ENV, DEFAULT_BUDGET_S)
+            budget_s = setting(self.env, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
         self.deadline = Deadline(budget_s)
         self.metadata = MetadataClient(self.env, self.deadline, live=self.live)
         self._resolved: dict[str, str] = {}
@@ -141,6 +118,10 @@ class FsHost:
         self._reads: dict[str, tuple[str | None, int, str | None]] = {}
         self._root_str = "" if str(self.root) == "/" else str(self.root)
         self._lock = threading.Lock()
+        #: directories that exist but could not be listed or searched: host path -> reason
+        self.access_errors: dict[str, str] = {}
+        #: FIFOs, sockets and device nodes found where a file was read: host path -> what it is
+        self.special_files: dict[str, str] = {}
 
     def __repr__(self) -> str:
         where = self.snapshot_dir or self.root
@@ -177,6 +158,8 @@ class FsHost:
         except FileNotFoundError:
             return candidate
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                self._note_access(base, "permission denied")
             raise HostReadError(original, f"cannot stat {candidate}: {exc.strerror or exc}") from None
         if stat.S_ISLNK(st.st_mode):
             return None
@@ -192,8 +175,15 @@ class FsHost:
         except LinkLoop:
             raise HostReadError(original, "too many levels of symbolic links (loop)") from None
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename:
+                # lstat of a component failed: the directory holding it cannot be searched.
+                self._note_access(str(exc.filename).rpartition("/")[0] or "/", "permission denied")
             raise HostReadError(original, exc.strerror or str(exc)) from None
         return walk.path
+
+    def _note_access(self, path: str, reason: str) -> None:
+        with self._lock:
+            self.access_errors.setdefault(path, reason)
 
     def _real(self, path: str) -> str:
         return self._fs(self.realpath(path)) if not self.live else path
@@ -223,13 +213,7 @@ class FsHost:
     def _read_uncached(self, path: str, max_bytes: int) -> str | None:
         fs_path = self._real(path)
         try:
-            with open(fs_path, "rb") as fh:
-                # A small first read: asking for max_bytes at once allocates that much per call,
-                # which made a 10-byte sysfs read 2.5x slower than the read itself.
-                first = min(_FIRST_READ_BYTES, max_bytes + 1)
-                data = fh.read(first)
-                if len(data) == first:
-                    data += fh.read(max_bytes + 1 - first)
+            data = read_regular(fs_path, max_bytes, nofollow=not self.live)
         except FileNotFoundError:
             if os.path.lexists(fs_path) or self._is_dangling(path):
                 raise HostReadError(path, "broken symbolic link") from None
@@ -238,8 +222,12 @@ class FsHost:
             raise HostReadError(path, "is a directory, expected a file") from None
         except PermissionError:
             raise HostReadError(path, "permission denied (root-only file?)") from None
+        except SpecialFile as exc:
+            with self._lock:
+                self.special_files.setdefault(path, exc.strerror)
+            raise HostReadError(path, exc.strerror) from None
         except OSError as exc:
-            if exc.errno == 40:  # ELOOP on the live host
+            if exc.errno == errno.ELOOP:
                 raise HostReadError(path, "too many levels of symbolic links (loop)") from None
             raise HostReadError(path, exc.strerror or str(exc)) from None
         if len(data) > max_bytes:
@@ -288,8 +276,10 @@ class FsHost:
         except (FileNotFoundError, NotADirectoryError):
             return []
         except PermissionError:
+            self._note_access(path, "permission denied")
             raise HostReadError(path, "permission denied") from None
         except OSError as exc:
+            self._note_access(path, exc.strerror or str(exc))
             raise HostReadError(path, exc.strerror or str(exc)) from None
 
     # -- tools and libraries -------------------------------------------------------------------
@@ -331,14 +321,6 @@ class FsHost:
         if not self.live:
             return None
         return live_reader()
-
-
-def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
-    try:
-        value = float(env.get(name, default))
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def open_host(

@@ -23,21 +23,25 @@ server's own keys are camelCase (``machine-type`` -> ``machineType``), numbered 
 arrays (``network-interfaces/0/ip`` -> ``networkInterfaces[0].ip``) and numbers are JSON numbers
 (``id``), while custom attributes keep their names (``attributes["tpu-env"]``); :func:`instance_value`
 maps a plain key onto it. The answer is bounded by ``MAX_RECURSIVE_BYTES`` (all of a VM's metadata
-entries together may hold 512 KB, https://cloud.google.com/compute/docs/metadata/setting-custom-metadata#limitations).
+entries together may hold 512 KB, https://cloud.google.com/compute/docs/metadata/setting-custom-metadata#limitations),
+and its JSON by depth too (:func:`ray_accel_ext.bounds.bounded_json`).
+
+Each call is one bounded exchange (:mod:`.http`): whatever the server sends (headers a byte at a
+time, ``100 Continue`` without end, a huge body), the call ends within its timeout, so no thread
+making it outlives the budget. A redirect is an error, never followed: metadata comes from the
+named server only. Numeric settings and ``Retry-After`` take ASCII digits only.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import re
-import socket
 import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..bounds import bounded_json, setting
 from ..errors import (
     MetadataDisabled,
     MetadataRateLimited,
@@ -45,6 +49,7 @@ from ..errors import (
     MetadataTimeout,
     ProviderError,
 )
+from .http import ProtocolError, exchange
 
 if TYPE_CHECKING:
     from .fs import Deadline
@@ -57,6 +62,8 @@ IMDS_IPV6_ENDPOINT = "http://[fd00:ec2::254]"
 IMDS_DISABLED_ENV = "AWS_EC2_METADATA_DISABLED"
 IMDS_MODE_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"
 DEFAULT_TIMEOUT_S = 0.5
+MAX_TIMEOUT_S = 30.0
+TIMEOUT_ENV = "RAY_ACCEL_METADATA_TIMEOUT_S"
 MAX_RETRIES = 2
 MAX_BODY_BYTES = 256 * 1024
 MAX_RECURSIVE_BYTES = 1024 * 1024
@@ -68,6 +75,7 @@ NAME_DIRS = ("attributes", "service-accounts")
 _NOT_IN_LISTING = ("instance/service-accounts/", "instance/guest-attributes/")
 _TOKEN_TTL_S = "60"
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
+_RETRY_AFTER_RE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,3})?", re.ASCII)
 
 
 class MetadataClient:
@@ -79,10 +87,7 @@ class MetadataClient:
         # A recorded or test host is not this machine: its metadata may only come from an
         # explicitly named endpoint (a loopback fake), never from the real link-local servers.
         self._live = live
-        try:
-            self.timeout_s = float(env.get("RAY_ACCEL_METADATA_TIMEOUT_S", DEFAULT_TIMEOUT_S))
-        except ValueError:
-            self.timeout_s = DEFAULT_TIMEOUT_S
+        self.timeout_s = setting(env, TIMEOUT_ENV, DEFAULT_TIMEOUT_S, high=MAX_TIMEOUT_S)
         self._cache: dict[tuple[str, str], str | None] = {}
         self._failed: dict[str, ProviderError] = {}
         self._lock = threading.Lock()
@@ -153,7 +158,7 @@ class MetadataClient:
                                                                          max_bytes=MAX_RECURSIVE_BYTES))
         url = f"{self.gce_base}/computeMetadata/v1/{INSTANCE_DIR}?recursive=true"
         try:
-            doc = json.loads(text or "{}")
+            doc = bounded_json(text or "{}", what="JSON", max_bytes=MAX_RECURSIVE_BYTES)
         except ValueError as exc:
             raise MetadataServerError(f"GET {url}: the recursive answer is not JSON ({exc})", endpoint=url) from None
         if not isinstance(doc, dict):
@@ -228,14 +233,23 @@ class MetadataClient:
                 )
             try:
                 status, body, resp_headers = self._once(method, parts, headers, timeout, max_bytes)
-            except (socket.timeout, TimeoutError):
+            except TimeoutError as exc:
+                detail = "" if str(exc) in ("no answer", "timed out", "") else f" ({exc})"
                 raise MetadataTimeout(
-                    f"{method} {url}: no answer within {timeout:.2f}s", endpoint=url, attempts=attempts
+                    f"{method} {url}: no {'complete ' if detail else ''}answer within {timeout:.2f}s{detail}",
+                    endpoint=url, attempts=attempts,
                 ) from None
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ProtocolError) as exc:
                 raise MetadataServerError(
                     f"{method} {url}: {type(exc).__name__}: {exc}", endpoint=url, attempts=attempts
                 ) from None
+            if 300 <= status < 400:
+                where = resp_headers.get("location", "")[:200]
+                raise MetadataServerError(
+                    f"{method} {url}: HTTP {status} redirect{' to ' + where if where else ''} refused "
+                    "(metadata is read from the named server only)",
+                    endpoint=url, status=status, attempts=attempts,
+                )
             if 200 <= status < 300:
                 return status, body, resp_headers
             if status == 404 and not_found_ok:
@@ -258,65 +272,27 @@ class MetadataClient:
 
     def _once(self, method, parts, headers, timeout, max_bytes=MAX_BODY_BYTES) -> tuple[int, str, dict[str, str]]:
         self.calls += 1
-        end = time.monotonic() + timeout
-        https = parts.scheme == "https"
-        conn_cls = http.client.HTTPSConnection if https else http.client.HTTPConnection
-        # The port always explicit: without one, http.client reads the last group of an IPv6
-        # literal ("fd00:ec2::254") as the port number.
-        conn = conn_cls(parts.hostname, parts.port or (443 if https else 80), timeout=timeout)
-        try:
-            path = parts.path + (f"?{parts.query}" if parts.query else "")
-            conn.request(method, path or "/", headers=headers)
-            resp = conn.getresponse()
-            raw = _read_body(resp, conn, end, max_bytes)
-            declared = resp.getheader("Content-Length")
-            if declared is not None and declared.isdigit() and len(raw) < int(declared):
-                raise http.client.HTTPException(f"truncated answer: {len(raw)} of {declared} bytes")
-            if 200 <= resp.status < 300:
-                if "html" in (resp.getheader("Content-Type") or "").lower():
-                    raise http.client.HTTPException("an HTML page instead of a metadata value (proxy or captive portal?)")
-                if b"\x00" in raw:
-                    raise http.client.HTTPException("binary answer (NUL bytes) where text was expected")
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise http.client.HTTPException("answer is not valid UTF-8 text") from None
-            else:
-                text = raw.decode("utf-8", "replace")
-            return resp.status, text, {k.lower(): v for k, v in resp.getheaders()}
-        finally:
-            conn.close()
-
-
-def _read_body(resp: http.client.HTTPResponse, conn: http.client.HTTPConnection, end: float,
-               max_bytes: int = MAX_BODY_BYTES) -> bytes:
-    """The body, at most ``max_bytes``, read before ``end``: a server that sends a byte now
-    and then never trips the per-read socket timeout, so the whole read has one."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            raise socket.timeout("body still arriving when the call's time was up")
-        if conn.sock is not None:
-            conn.sock.settimeout(left)
-        chunk = resp.read1(64 * 1024)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > max_bytes:
-            raise http.client.HTTPException(f"answer larger than {max_bytes} bytes")
+        resp = exchange(method, parts, headers, end=time.monotonic() + timeout, max_body=max_bytes)
+        raw = resp.body
+        if 200 <= resp.status < 300:
+            if "html" in resp.headers.get("content-type", "").lower():
+                raise ProtocolError("an HTML page instead of a metadata value (proxy or captive portal?)")
+            if b"\x00" in raw:
+                raise ProtocolError("binary answer (NUL bytes) where text was expected")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ProtocolError("answer is not valid UTF-8 text") from None
+        else:
+            text = raw.decode("utf-8", "replace")
+        return resp.status, text, resp.headers
 
 
 def _retry_after(value: str | None) -> float | None:
-    if value is None:
+    """``Retry-After`` in seconds (ASCII digits only); None for the HTTP-date form or junk."""
+    if value is None or not _RETRY_AFTER_RE.fullmatch(value.strip()):
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None  # HTTP-date form: treat as no hint
-    return seconds if seconds >= 0 else None
+    return float(value.strip())
 
 
 def camel(segment: str) -> str:
@@ -339,7 +315,7 @@ def instance_value(doc: Mapping[str, object], path: str) -> str | None:
     parent = "instance"
     for part in parts[1:]:
         if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
+            if not (part.isascii() and part.isdigit()) or int(part) >= len(node):
                 return None
             node = node[int(part)]
         elif isinstance(node, Mapping):

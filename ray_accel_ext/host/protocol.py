@@ -21,6 +21,7 @@ __all__ = [
     "ROOT_ENV",
     "BUDGET_ENV",
     "DEFAULT_BUDGET_S",
+    "MAX_BUDGET_S",
     "MAX_READ_BYTES",
     "PASSTHROUGH_ENV",
 ]
@@ -28,6 +29,8 @@ __all__ = [
 ROOT_ENV = "RAY_ACCEL_ROOT"
 BUDGET_ENV = "RAY_ACCEL_BUDGET_S"
 DEFAULT_BUDGET_S = 3.0
+# A budget above this is a typo, not a wish (and 1e10 s overflows Thread.join): refused.
+MAX_BUDGET_S = 60.0
 MAX_READ_BYTES = 1 << 20
 # Variables taken from the real process even when the host is a snapshot: they say how to reach
 # the (fake or real) metadata servers and how to run discovery, not what the machine is.
@@ -44,6 +47,7 @@ PASSTHROUGH_ENV = (
     "RAY_ACCEL_METADATA_TIMEOUT_S",
     "RAY_ACCEL_TPU_API_ENDPOINT",
     "RAY_ACCEL_EC2_API_ENDPOINT",
+    "RAY_ACCEL_ISOLATION",
 )
 
 

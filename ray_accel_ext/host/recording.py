@@ -6,7 +6,9 @@ every library reading is noted, then written in the snapshot format
 (:mod:`ray_accel_ext.host.snapshot`). Secrets never reach the directory: variables and metadata
 paths whose name looks like a credential are dropped, the IMDSv2 token is never recorded (only GET
 answers are), and secret-looking values inside answers are removed or redacted
-(:mod:`ray_accel_ext.redact` owns the vocabulary). The endpoint overrides (``GCE_METADATA_HOST``
+(:mod:`ray_accel_ext.redact` owns the vocabulary, by name and by structure: PEM blocks, URL
+userinfo, bearer tokens, long high-entropy tokens, in every recorded value, tool output and
+library reading). The endpoint overrides (``GCE_METADATA_HOST``
 ...) are how this run reached metadata, not facts of the machine, and are left out too.
 """
 
@@ -32,7 +34,7 @@ from .fs import FsHost
 from .protocol import MAX_READ_BYTES, PASSTHROUGH_ENV, ROOT_ENV
 from .replicate import Replicator
 
-__all__ = ["RecordingHost", "RecordingEnv", "RecordingMetadata"]
+__all__ = ["RecordingHost", "RecordingEnv", "RecordingMetadata", "redact_strings"]
 
 # Variables that say how this run was made, not what the machine is.
 _RUN_ENV = frozenset(PASSTHROUGH_ENV) | {ROOT_ENV}
@@ -77,7 +79,8 @@ class RecordingEnv(Mapping[str, str]):
         names = set(self._inner) if self.iterated else {k for k in self.read if k in self._inner}
         names -= _RUN_ENV
         secret = sorted(n for n in names if is_secret_name(n))
-        return {n: self._inner[n] for n in sorted(names) if n not in secret}, secret
+        # Values are redacted too: a proxy URL with a password, a PEM key, a token under any name.
+        return {n: redact(self._inner[n]) for n in sorted(names) if n not in secret}, secret
 
 
 class RecordingMetadata:
@@ -261,7 +264,7 @@ class RecordingHost:
                 self.commands[name] = _command_failure(argv, exc.reason)
             raise
         with self._lock:
-            self.commands[name] = {"argv": list(argv), "stdout": out, "returncode": 0}
+            self.commands[name] = {"argv": list(argv), "stdout": redact(out), "returncode": 0}
         return out
 
     def library(self, name: str, live_reader: Callable[[], Any]) -> Any:
@@ -273,7 +276,7 @@ class RecordingHost:
             raise
         if value is not None:
             with self._lock:
-                self.libraries[name] = value
+                self.libraries[name] = redact_strings(value)
         return value
 
     # -- writing -------------------------------------------------------------------------------
@@ -330,13 +333,24 @@ class RecordingHost:
         }
 
 
+def redact_strings(value: Any) -> Any:
+    """``value`` (JSON-shaped) with :func:`~ray_accel_ext.redact.redact` applied to every string."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_strings(v) for v in value]
+    return value
+
+
 def _command_failure(argv: list[str], reason: str) -> dict[str, Any]:
     if reason == "not installed":
         return {"argv": list(argv), "missing": True}
     m = re.match(r"^exit status (-?\d+) ?(.*)$", reason, re.DOTALL)
     if m:
-        return {"argv": list(argv), "stdout": "", "returncode": int(m.group(1)), "stderr": m.group(2)}
+        return {"argv": list(argv), "stdout": "", "returncode": int(m.group(1)), "stderr": redact(m.group(2))}
     # a timeout or an OS error: no exit status; recorded as a failure that says what happened
-    return {"argv": list(argv), "stdout": "", "returncode": 124 if "timed out" in reason else 1, "stderr": reason}
+    return {"argv": list(argv), "stdout": "", "returncode": 124 if "timed out" in reason else 1, "stderr": redact(reason)}
 
 

@@ -1,5 +1,7 @@
 """Recreate host paths of a source root inside a snapshot's ``rootfs/``: directories, relative
-symlinks, copied files (only where content is needed), empty files for device nodes.
+symlinks, copied files (only where content is needed), empty files for device nodes. Only regular
+files are ever opened: a FIFO, socket or device node whose content was asked for is listed as not
+copied.
 
 Symlinks are followed with the same in-root walk the host uses (:class:`~.fs.InRootWalk`), so a
 snapshot reproduces exactly what discovery saw, loops included.
@@ -11,8 +13,9 @@ import os
 import stat
 from pathlib import Path
 
-from .fs import InRootWalk, LinkLoop
+from .fs import read_regular, special_kind
 from .protocol import MAX_READ_BYTES
+from .walk import InRootWalk, LinkLoop
 
 __all__ = ["Replicator"]
 
@@ -71,10 +74,14 @@ class Replicator:
     def _file(self, host_path: str, dst: Path, st: os.stat_result, content: bool) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
         data = b""
+        kind = special_kind(st.st_mode)
+        if content and kind is not None:
+            # A FIFO, socket or device where discovery wanted content: never opened, not copied.
+            self.unreadable.append(f"{host_path} (is {kind}, not a regular file)")
+            return
         if content and stat.S_ISREG(st.st_mode):
             try:
-                with open(self._src(host_path), "rb") as fh:
-                    data = fh.read(MAX_READ_BYTES + 1)
+                data = read_regular(self._src(host_path), MAX_READ_BYTES)
             except OSError as exc:
                 self.unreadable.append(f"{host_path} ({exc.strerror or exc})")
                 if dst.exists():

@@ -15,9 +15,9 @@ Mapping to :class:`~ray_accel_ext.model.Location`:
 
 from __future__ import annotations
 
-import json
 import re
 
+from ..bounds import bounded_json
 from ..errors import HostReadError, ProviderError
 from ..host import Host
 from ..labels import sanitize_value
@@ -91,7 +91,7 @@ def gcp_location(host: Host, problems: list[str]) -> Location:
     cluster = block = rack = None
     if topo_text:
         try:
-            topo = json.loads(topo_text)
+            topo = bounded_json(topo_text, what="JSON")
             if not isinstance(topo, dict):
                 raise ValueError("not a JSON object")
             cluster, block, rack = topo.get("cluster"), topo.get("block"), topo.get("subBlock")

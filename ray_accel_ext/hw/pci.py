@@ -80,6 +80,8 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
     text = text.strip()
     if not text:
         return ()
+    if not text.isascii():  # int() takes other scripts' digits too
+        raise ValueError(f"cpu list {text[:40]!r} holds non-ASCII characters")
     for chunk in text.split(","):
         chunk = chunk.strip()
         if "-" in chunk:
@@ -152,6 +154,8 @@ def read_function(
     try:
         text = host.read_optional(f"{base}/numa_node")
         if text is not None:
+            if not text.isascii():
+                raise ValueError(f"numa_node {text[:20]!r} is not an ASCII number")
             value = int(text.strip())
             numa = value if value >= 0 else None
     except (HostReadError, ValueError) as exc:

@@ -5,7 +5,9 @@ snapshot (:mod:`ray_accel_ext.host.snapshot` describes the format, secrets are l
 there); this module adds the golden ``expected.json`` and a README saying what machine it is.
 
 A snapshot recorded from a snapshot-rooted host (``--root DIR``) gives the same description as
-the original (``tests/tools/test_record.py``).
+the original (``tests/tools/test_record.py``). The README and the golden pass through
+:func:`ray_accel_ext.redact.redact` like every recorded value; FIFOs, sockets and device nodes are
+never opened (the host refuses them, the copier lists them as not copied).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import HostReadError
 from ..host import FsHost
 from ..host import snapshot as _snapshot
-from ..host.recording import RecordingHost
+from ..host.recording import RecordingHost, redact_strings
+from ..redact import redact
 
 if TYPE_CHECKING:
     from ..adapter import RayNodeSpec
@@ -61,7 +64,7 @@ def record(host: FsHost, outdir: str | os.PathLike[str], *, command: list[str] |
     inventory = discover(rec)
     summary = rec.write(outdir)
     out = Path(outdir)
-    golden = expected_of(inventory, to_ray_node(inventory))
+    golden = redact_strings(expected_of(inventory, to_ray_node(inventory)))
     _snapshot.write_json(out / _snapshot.EXPECTED_FILE, golden)
     source = "this machine" if host.live else f"the host rooted at {getattr(host, 'snapshot_dir', None) or host.root}"
     cmd = " ".join(shlex.quote(a) for a in (command or ["ray-accel", "record", str(outdir)]))
@@ -83,7 +86,7 @@ def record(host: FsHost, outdir: str | os.PathLike[str], *, command: list[str] |
         lines += ["", f"Left out as secrets: {', '.join(summary['secrets_dropped'])}."]
     if summary["unreadable"]:
         lines += ["", f"Could not be copied: {', '.join(summary['unreadable'])}."]
-    (out / _snapshot.README_FILE).write_text("\n".join(lines) + "\n")
+    (out / _snapshot.README_FILE).write_text(redact("\n".join(lines)) + "\n")
     summary["golden"] = golden
     summary["degraded"] = inventory.degraded
     return summary

@@ -66,12 +66,19 @@ def test_duplicate_names_from_two_distributions_fail_loudly(install):
     assert "zeta-npu 1.0" in str(err.value) and "other-npu 2.1" in str(err.value)
 
 
-def test_duplicate_registration_degrades_discovery_but_never_raises(install, tmp_path):
+def test_duplicate_registration_drops_only_that_name_and_the_disable_list_resolves_it(install, tmp_path):
     install("zeta-npu", "1.0", {"acme_dup2": "acme_c:Good"}, "acme_c", BACKEND_SRC.format(name="acme_dup2"))
     install("other-npu", "2.1", {"acme_dup2": "acme_d:Good"}, "acme_d", BACKEND_SRC.format(name="acme_dup2"))
     inventory = discover(FsHost(tmp_path, env={}))
     assert inventory.degraded
-    assert [p.backend for p in inventory.problems] == ["registry"]
+    (problem,) = inventory.problems
+    assert (problem.backend, problem.stage) == ("acme_dup2", "load") and "provided by both" in problem.message
+    assert "RAY_ACCEL_DISABLE=acme_dup2" in problem.message
+    # the other backends still load
+    assert {"nvidia_gpu", "tpu", "neuron"} <= {b.name for b in load_backends({}, on_error=lambda *a: None)}
+    resolved = discover(FsHost(tmp_path, env={"RAY_ACCEL_DISABLE": "acme_dup2"}))
+    assert not resolved.problems
+    assert "acme_dup2" not in {b.name for b in load_backends({"RAY_ACCEL_DISABLE": "acme_dup2"})}
 
 
 def test_broken_import_is_named_and_skipped_on_the_start_path(install):

@@ -33,7 +33,7 @@ NEURON_LS = "/opt/aws/neuron/bin/neuron-ls"
 # https://github.com/aws-neuron/aws-neuron-driver/blob/master/neuron_cdev.c
 VIRTUAL_DIR = "/sys/devices/virtual/neuron_device"
 CLASS_DIR = "/sys/class/neuron_device"
-_NAME_RE = re.compile(r"^neuron(\d+)$")
+_NAME_RE = re.compile(r"^neuron(\d+)$", re.ASCII)
 _SHORT_BDF_RE = re.compile(r"^(?:([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 _SERVER_ID_RE = re.compile(r"^[0-9a-f]{16}$")
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ...backend import AcceleratorBackend, Capabilities, PciId
+from ...bounds import ascii_uint
 from ...errors import HostReadError, TopologyStringError
 from ...host import Host
 from ...hw.cloud import cloud_provider, gcp_location, hostname
@@ -56,7 +57,7 @@ from .topology import (
 __all__ = ["LABEL_PREFIX", "SliceInfo", "TPUBackend", "TpuChip", "find_chips", "parse_tpu_env", "slice_info"]
 
 LABEL_PREFIX = TPU_ATTR_PREFIX
-_ACCEL_RE = re.compile(r"^accel(\d+)$")
+_ACCEL_RE = re.compile(r"^accel(\d+)$", re.ASCII)  # \d: ASCII digits only
 
 
 # -- chips ------------------------------------------------------------------------------------
@@ -91,7 +92,7 @@ def _iommu_group(host: Host, address: str) -> int | None:
     if not host.exists(link):
         return None
     name = host.realpath(link).rstrip("/").rpartition("/")[2]
-    return int(name) if name.isdigit() else None
+    return int(name) if name.isascii() and name.isdigit() else None
 
 
 def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
@@ -300,7 +301,7 @@ def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
     text = env.get("RAY_TPU_RESOURCE_PER_CHIP")
     if text is None:
         return 1
-    if not text.strip().isdecimal() or int(text) < 1:
+    if not (text.strip().isascii() and text.strip().isdecimal()) or int(text) < 1:
         problems.append(f"RAY_TPU_RESOURCE_PER_CHIP must be a positive integer, got {text[:20]!r}; using 1")
         return 1
     return int(text)
@@ -309,7 +310,7 @@ def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
 def _worker(info: SliceInfo, layout: SliceLayout | None, problems: list[str]) -> int | None:
     if info.worker_id is not None:
         try:
-            return int(info.worker_id.strip())
+            return ascii_uint(info.worker_id)
         except ValueError:
             problems.append(f"worker id from {info.sources['worker_id']} is not a number: {info.worker_id[:40]!r}")
     if layout is not None and layout.hosts == 1:

@@ -74,7 +74,7 @@ def parse_bounds(text: str | None) -> Triple | None:
     if not text:
         return None
     parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 3 or not all(p.isdecimal() and 0 < int(p) < 10**6 for p in parts):
+    if len(parts) != 3 or not all(p.isascii() and p.isdecimal() and 0 < int(p) < 10**6 for p in parts):
         return None
     return (int(parts[0]), int(parts[1]), int(parts[2]))
 

@@ -38,7 +38,7 @@ __all__ = ["HostFacts", "SliceLayout", "host_facts", "machine_type_chips", "slic
 
 # Cloud TPU machine types: ct4p-hightpu-4t, ct5lp-hightpu-1t/4t/8t, ct5p-hightpu-4t,
 # ct6e-standard-1t/4t/8t (https://cloud.google.com/tpu/docs/v5e, /v5p, /v6e), tpu7x-standard-4t.
-_MACHINE_RE = re.compile(r"^(?:ct\d+[a-z]*|tpu\d+[a-z]*)-[a-z0-9]+-(\d{1,2})t$")
+_MACHINE_RE = re.compile(r"^(?:ct\d+[a-z]*|tpu\d+[a-z]*)-[a-z0-9]+-(\d{1,2})t$", re.ASCII)
 _TRUE = ("1", "true", "yes")
 
 

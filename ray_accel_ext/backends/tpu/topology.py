@@ -102,8 +102,8 @@ GENERATIONS: tuple[Generation, ...] = (
 _ALIASES = {"v7x": "tpu7x", "v5e": "v5litepod", "v5lite": "v5litepod"}
 _BY_NAME = {g.name: g for g in GENERATIONS}
 # Counts of at most 9 digits: longer ones are no TPU and would hit int()'s 4300-digit limit.
-_TYPE_RE = re.compile(r"^(?P<gen>(?:v|tpu)\d{1,4}[a-z]*)-(?P<n>\d{1,9})$")
-_TOPO_RE = re.compile(r"^\d{1,9}(x\d{1,9}){1,2}$")
+_TYPE_RE = re.compile(r"^(?P<gen>(?:v|tpu)\d{1,4}[a-z]*)-(?P<n>\d{1,9})$", re.ASCII)  # \d: ASCII digits only
+_TOPO_RE = re.compile(r"^\d{1,9}(x\d{1,9}){1,2}$", re.ASCII)
 
 
 def generation_for(name: str) -> Generation:

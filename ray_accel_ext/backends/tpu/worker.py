@@ -90,7 +90,7 @@ class TpuWorkerInfo:
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text and text.isdecimal() else None
+    return int(text) if text and text.isascii() and text.isdecimal() else None
 
 
 def tpu_info_from(topology: WorkerTopology, links: tuple[Link, ...] = (),
