@@ -32,8 +32,7 @@ import signal
 import stat
 import subprocess
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -43,12 +42,12 @@ from ..errors import CommandError, HostReadError
 from . import snapshot as _snapshot
 from .metadata import MetadataClient
 from .protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S, MAX_READ_BYTES, ROOT_ENV, Deadline
+from .walk import InRootWalk, LinkLoop
 
-__all__ = ["FsHost", "InRootWalk", "WalkStep", "LinkLoop", "SpecialFile", "open_host", "host_from_env",
+__all__ = ["FsHost", "SpecialFile", "open_host", "host_from_env",
            "read_regular", "special_kind"]
 
 _FIRST_READ_BYTES = 8192
-MAX_LINK_HOPS = 40
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
@@ -92,82 +91,6 @@ def read_regular(fs_path: str, max_bytes: int, *, nofollow: bool = False) -> byt
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-class LinkLoop(Exception):
-    """More than :data:`MAX_LINK_HOPS` symlinks on one path: a loop."""
-
-
-@dataclass(frozen=True)
-class WalkStep:
-    """One component of an in-root walk: its host path, ``lstat`` result (None: absent), and the
-    link target when it is a symlink; ``last`` when no component follows it."""
-
-    path: str
-    st: os.stat_result | None
-    target: str | None
-    parent: str
-    last: bool
-
-
-class InRootWalk:
-    """Walk a host path component by component under a root, following symlinks *inside* it.
-
-    ``fs_of`` maps a host path to the file-system path under the root. An absolute link target
-    restarts at the root and ``..`` stops at it, so no walk can leave the root. Iterating yields a
-    :class:`WalkStep` per component (components in ``plain``, known to be no symlink, are taken
-    without a syscall and not yielded); afterwards :attr:`path` is the canonical host path.
-    Raises :class:`LinkLoop` after :data:`MAX_LINK_HOPS` links and ``OSError`` when a component
-    cannot be examined. The host (:class:`FsHost`) and ``ray-accel record``'s copier share it.
-    """
-
-    def __init__(self, fs_of: Callable[[str], str], base: str, parts: list[str], *, plain: set[str] | frozenset[str] = frozenset()) -> None:
-        self._fs_of = fs_of
-        self._stack = [p for p in base.split("/") if p]
-        self._pending = list(reversed(parts))
-        self._plain = plain
-
-    @property
-    def path(self) -> str:
-        return "/" + "/".join(self._stack)
-
-    def __iter__(self) -> Iterator[WalkStep]:
-        stack, pending = self._stack, self._pending
-        hops = 0
-        while pending:
-            part = pending.pop()
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if stack:
-                    stack.pop()
-                continue
-            candidate = "/" + "/".join([*stack, part])
-            if candidate in self._plain:
-                stack.append(part)
-                continue
-            try:
-                st: os.stat_result | None = os.lstat(self._fs_of(candidate))
-            except FileNotFoundError:
-                st = None
-            except OSError as exc:
-                raise OSError(exc.errno, f"cannot stat {candidate}: {exc.strerror or exc}", candidate) from None
-            parent = "/" + "/".join(stack)
-            if st is None or not stat.S_ISLNK(st.st_mode):
-                yield WalkStep(candidate, st, None, parent, not pending)
-                stack.append(part)
-                continue
-            hops += 1
-            if hops > MAX_LINK_HOPS:
-                raise LinkLoop(candidate)
-            try:
-                target = os.readlink(self._fs_of(candidate))
-            except OSError as exc:
-                raise OSError(exc.errno, f"cannot read link {candidate}: {exc.strerror or exc}", candidate) from None
-            yield WalkStep(candidate, st, target, parent, False)
-            if target.startswith("/"):
-                stack.clear()
-            pending.extend(reversed(target.split("/")))
 
 
 class FsHost:

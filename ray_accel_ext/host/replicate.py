@@ -13,8 +13,9 @@ import os
 import stat
 from pathlib import Path
 
-from .fs import InRootWalk, LinkLoop, read_regular, special_kind
+from .fs import read_regular, special_kind
 from .protocol import MAX_READ_BYTES
+from .walk import InRootWalk, LinkLoop
 
 __all__ = ["Replicator"]
 

@@ -172,6 +172,8 @@ def _claims_actor_class():
                     return "queued"
                 self._claims[key] = {"owner": owner, "nodes": sorted(set(node_ids)), "pg": None, "since": time.time(),
                                      "ttl_s": ttl_s, "rebuilt": False}
+            elif current["pg"] is None:  # a lease (no group holds the domain): renewing restarts its TTL
+                current["since"], current["ttl_s"] = time.time(), ttl_s
             self._waiters.pop(owner, None)
             return "ok"
 

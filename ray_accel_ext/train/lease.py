@@ -46,7 +46,7 @@ class ClaimLease:
         claims = claims_registry()
         lost = []
         for r in self.reservations:
-            ok = ray.get(claims.claim.remote(r.choice.claim_key, list(r.choice.node_ids), r.owner, self.ttl_s))
+            ok = ray.get(claims.claim.remote(r.choice.claim_key, list(r.choice.node_ids), r.owner, self.ttl_s)) == "ok"
             if not ok:
                 lost.append(r.choice.claim_key)
         return lost
@@ -60,8 +60,14 @@ class ClaimLease:
         lost = self._renew()
         if lost:
             raise RuntimeError(f"claims {lost} were taken by another owner before the hand-over")
+        import ray
+
+        claims = claims_registry()
         for r in self.reservations:
             remove_placement_group(r.placement_group)
+            # the claim no longer follows a group: it is held by its TTL, renewed below
+            ray.get(claims.attach.remote(r.choice.claim_key, r.owner, None))
+        self._renew()
         self._started = True
         self._thread = threading.Thread(target=self._loop, name="rayaccel-claim-lease", daemon=True)
         self._thread.start()

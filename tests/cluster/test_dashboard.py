@@ -180,12 +180,11 @@ def test_cluster_json_is_the_dashboard_document(cluster, capsys):
 
 @pytest.mark.ray
 def test_metrics_come_from_every_nodes_exporter(cluster):
-    import ray
 
-    from ray_accel_ext.telemetry import inventory_metrics
+    from ray_accel_ext.cluster.exporter import ensure_exporter
 
     source = ClusterSource()
-    inventory_metrics(ray.nodes())  # rayaccel_nodes, exported through Ray's metrics like any Ray metric
+    ensure_exporter()  # the actor that keeps rayaccel_nodes (and the other state gauges) set in Ray's metrics
 
     def scraped():
         doc = source.document()

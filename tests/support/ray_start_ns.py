@@ -100,9 +100,9 @@ def _node(temp: Path, env: dict[str, str], port: int) -> dict[str, Any] | None:
 
 
 def _inside(snapshot: Path, hook: bool, hang: bool, wait_s: float) -> dict[str, Any]:
-    from .cluster import HOOK, with_this_package
-    from .fake_metadata import FakeGceMetadata
-    from .snapshots import metadata_spec
+    from ray_accel_ext.testing.cluster import HOOK, with_this_package
+    from ray_accel_ext.testing.fake_metadata import FakeGceMetadata
+    from ray_accel_ext.testing.snapshots import metadata_spec
 
     _sh("ip", "link", "set", "lo", "up")
     work = Path(tempfile.mkdtemp(prefix="ray-accel-ns-"))

@@ -39,7 +39,7 @@ def argv() -> list[str]:
 
 def run(host: Host, timeout_s: float) -> str:
     """``hl-smi``'s stdout; raises CommandError (``not installed``, a timeout, an exit status)."""
-    return host.run(argv(), timeout_s=timeout_s)
+    return host.run([HL_SMI, *argv()[1:]], timeout_s=timeout_s)
 
 
 def _text(value: str) -> str | None:

@@ -1,0 +1,90 @@
+"""The one in-root symlink walk: host paths resolved component by component under a root, so no
+path can leave it. The host (:class:`~.fs.FsHost`) and ``ray-accel record``'s copier
+(:mod:`.replicate`) both use it."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+__all__ = ["InRootWalk", "WalkStep", "LinkLoop", "MAX_LINK_HOPS"]
+
+MAX_LINK_HOPS = 40
+
+
+class LinkLoop(Exception):
+    """More than :data:`MAX_LINK_HOPS` symlinks on one path: a loop."""
+
+
+@dataclass(frozen=True)
+class WalkStep:
+    """One component of an in-root walk: its host path, ``lstat`` result (None: absent), and the
+    link target when it is a symlink; ``last`` when no component follows it."""
+
+    path: str
+    st: os.stat_result | None
+    target: str | None
+    parent: str
+    last: bool
+
+
+class InRootWalk:
+    """Walk a host path component by component under a root, following symlinks *inside* it.
+
+    ``fs_of`` maps a host path to the file-system path under the root. An absolute link target
+    restarts at the root and ``..`` stops at it, so no walk can leave the root. Iterating yields a
+    :class:`WalkStep` per component (components in ``plain``, known to be no symlink, are taken
+    without a syscall and not yielded); afterwards :attr:`path` is the canonical host path.
+    Raises :class:`LinkLoop` after :data:`MAX_LINK_HOPS` links and ``OSError`` when a component
+    cannot be examined. The host (:class:`FsHost`) and ``ray-accel record``'s copier share it.
+    """
+
+    def __init__(self, fs_of: Callable[[str], str], base: str, parts: list[str], *, plain: set[str] | frozenset[str] = frozenset()) -> None:
+        self._fs_of = fs_of
+        self._stack = [p for p in base.split("/") if p]
+        self._pending = list(reversed(parts))
+        self._plain = plain
+
+    @property
+    def path(self) -> str:
+        return "/" + "/".join(self._stack)
+
+    def __iter__(self) -> Iterator[WalkStep]:
+        stack, pending = self._stack, self._pending
+        hops = 0
+        while pending:
+            part = pending.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if stack:
+                    stack.pop()
+                continue
+            candidate = "/" + "/".join([*stack, part])
+            if candidate in self._plain:
+                stack.append(part)
+                continue
+            try:
+                st: os.stat_result | None = os.lstat(self._fs_of(candidate))
+            except FileNotFoundError:
+                st = None
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot stat {candidate}: {exc.strerror or exc}", candidate) from None
+            parent = "/" + "/".join(stack)
+            if st is None or not stat.S_ISLNK(st.st_mode):
+                yield WalkStep(candidate, st, None, parent, not pending)
+                stack.append(part)
+                continue
+            hops += 1
+            if hops > MAX_LINK_HOPS:
+                raise LinkLoop(candidate)
+            try:
+                target = os.readlink(self._fs_of(candidate))
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot read link {candidate}: {exc.strerror or exc}", candidate) from None
+            yield WalkStep(candidate, st, target, parent, False)
+            if target.startswith("/"):
+                stack.clear()
+            pending.extend(reversed(target.split("/")))
