@@ -291,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'ray start --head --block, until ' + repr(READY):<70} {'median s':>9}  runs (s)")
         print(f"{'without hook':<70} {a:>9.2f}  {', '.join(f'{x:.2f}' for x in without)}")
         print(f"{'with RAY_START_HOOK + RAY_ACCEL_ROOT=h100 snapshot':<70} {b:>9.2f}  {', '.join(f'{x:.2f}' for x in with_hook)}")
-        print(f"{'with the hook + one more third-party backend (forked worker)':<70} {c:>9.2f}  {', '.join(f'{x:.2f}' for x in with_worker)}")
+        more = "with the hook + one more third-party backend (forked worker)"
+        print(f"{more:<70} {c:>9.2f}  {', '.join(f'{x:.2f}' for x in with_worker)}")
         print(f"{'hook alone: import ray_accel_ext + start_hook(), fresh process':<70} {h:>9.3f}  {', '.join(f'{x:.3f}' for x in hook)}")
         print(f"{'hook alone, with the third-party backend':<70} {hw:>9.3f}  {', '.join(f'{x:.3f}' for x in hook_worker)}")
         print(f"hook overhead: A/B difference of medians {100 * (b - a) / a:+.1f}% ({100 * (c - a) / a:+.1f}% with the worker); "
