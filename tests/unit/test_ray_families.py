@@ -36,8 +36,9 @@ from ray_accel_ext.ray_hook import merge_into_params, node_spec
 params = RayParams(num_cpus=1)
 if sys.argv[2] == "hook":
     merge_into_params(params, node_spec(sys.argv[1]))
-spec = ResourceAndLabelSpec(params.num_cpus, params.num_gpus, None, None, params.resources, params.labels).resolve(
-    is_head=True, node_ip_address="127.0.0.1")
+# Keywords: Ray 2.55 has an extra positional (available_memory_bytes) that 2.60 dropped.
+spec = ResourceAndLabelSpec(num_cpus=params.num_cpus, num_gpus=params.num_gpus, resources=params.resources,
+                            labels=params.labels).resolve(is_head=True, node_ip_address="127.0.0.1")
 res = spec.to_resource_dict()
 print(json.dumps({k: v for k, v in res.items() if k in ("GPU", "HPU", "NPU") or k.startswith("accelerator_type:")}))
 """

@@ -132,7 +132,12 @@ def test_worker_sees_its_chips_and_slice_coordinates(cluster):
     # head_reservation_timeout_s came with Ray 2.56 (compat.RAY_FEATURES); 2.55 waits its own way
     wait = {"head_reservation_timeout_s": 60} if "head_reservation_timeout_s" in inspect.signature(
         tpu.SlicePlacementGroup.__init__).parameters else {}
-    sp = slice_placement_group(topology="4x4", accelerator_version="v6e", **wait)
+    # Ray 2.55's get_chips_per_host counts 8 chips per host for any v6e slice of 8 chips or more, so
+    # its 4x4 asks for two 8-chip hosts that no v6e-16 has (a v6e-16 is four ct6e-standard-4t hosts of
+    # 4 chips); 2.56+ says 4. On such a Ray the bundle size is given, as its docstring shows.
+    from ray._private.accelerators.tpu import get_chips_per_host
+    per_host = {} if get_chips_per_host("4x4", "v6e") == 4 else {"resources_per_bundle": {"TPU": 4}}
+    sp = slice_placement_group(topology="4x4", accelerator_version="v6e", **wait, **per_host)
     try:
         assert sp.placement_group.wait(60)
 
