@@ -254,6 +254,14 @@ def test_bad_extra_sku_file_is_named_and_the_node_keeps_its_skus(sku_dir, monkey
     assert "site.json: entries[0]" in found["sku-file"]["message"] and "--validate" in found["sku-file"]["fix"]
 
 
+def test_unknown_tpu_chips_are_explained_and_counted(monkeypatch, capsys):
+    snap = HOSTS / "tpu" / "gce-tpu-unknown-id"
+    rc, report = _doctor(snap, monkeypatch, capsys)
+    found = _by_cause(report)
+    assert found["sku-unknown"]["backend"] == "tpu" and "1ae0:0080" in found["sku-unknown"]["message"]
+    assert report["devices"] == 4 and "no-accelerators" not in found
+
+
 def test_extra_sku_file_describes_the_unknown_device(sku_dir, monkeypatch, capsys):
     from ray_accel_ext import skus
 

@@ -15,16 +15,13 @@ chip layout from facts: :mod:`.layout`. Chip coordinates and ICI links: :mod:`.i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ...backend import AcceleratorBackend, Capabilities, PciId
 from ...bounds import ascii_uint
-from ...errors import HostReadError, TopologyStringError
+from ...errors import TopologyStringError
 from ...host import Host
 from ...hw.cloud import cloud_provider, gcp_location, hostname
-from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
 from ...labels import (
     TPU_ATTR_ACCELERATOR_TYPE,
     TPU_ATTR_PREFIX,
@@ -35,6 +32,7 @@ from ...labels import (
     sanitize_value,
 )
 from ...model import Device, Fabric, Location, NodeDescription, Sku
+from .chips import TpuChip, find_chips, unknown_chip_name, unknown_chip_problem
 from .ici import IciLayout, chip_block_for, host_links
 from .identity import (
     SliceInfo,
@@ -49,7 +47,6 @@ from .topology import (
     AcceleratorType,
     Generation,
     Topology,
-    generation_from_pci,
     parse_accelerator_type,
     parse_topology,
 )
@@ -57,109 +54,6 @@ from .topology import (
 __all__ = ["LABEL_PREFIX", "SliceInfo", "TPUBackend", "TpuChip", "find_chips", "parse_tpu_env", "slice_info"]
 
 LABEL_PREFIX = TPU_ATTR_PREFIX
-_ACCEL_RE = re.compile(r"^accel(\d+)$", re.ASCII)  # \d: ASCII digits only
-
-
-# -- chips ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TpuChip:
-    """One TPU chip: its generation, PCI functions (two for TPU7x) and device node."""
-
-    generation: Generation | None
-    functions: tuple[PciFunction, ...]
-    device_node: str
-    sort_key: int
-
-    @property
-    def address(self) -> str | None:
-        """PCI address of the chip's first function (None for a chip known only by its node)."""
-        return self.functions[0].address if self.functions else None
-
-
-def _accel_nodes(host: Host) -> list[tuple[int, str]]:
-    out = []
-    for name in host.listdir("/dev"):
-        m = _ACCEL_RE.match(name)
-        if m and not host.is_dir(f"/dev/{name}"):
-            out.append((int(m.group(1)), f"/dev/{name}"))
-    return sorted(out)
-
-
-def _iommu_group(host: Host, address: str) -> int | None:
-    link = f"{PCI_DEVICES}/{address}/iommu_group"
-    if not host.exists(link):
-        return None
-    name = host.realpath(link).rstrip("/").rpartition("/")[2]
-    return int(name) if name.isascii() and name.isdigit() else None
-
-
-def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
-    """The TPU chips of ``host`` a process could open, in ``TPU_VISIBLE_CHIPS`` order."""
-    tpu_functions: list[tuple[PciFunction, Generation]] = []
-    unknown_accelerators = False
-    for address in list_functions(host):
-        try:
-            vendor, device, pci_class = read_ids(host, address)
-        except HostReadError as exc:
-            problems.append(str(exc))
-            continue
-        if vendor != TPU_PCI_VENDOR:
-            continue
-        func = read_function(host, address, problems)
-        gen = generation_from_pci(func.device, func.subsystem_device, func.subsystem_vendor)
-        if gen is None:
-            if pci_class.startswith("0x12"):  # processing accelerator, but an id we do not know
-                unknown_accelerators = True
-                problems.append(f"{PCI_DEVICES}/{address}: Google accelerator device {device} is not a known TPU; not counted")
-            continue
-        tpu_functions.append((func, gen))
-
-    # Group functions into chips: TPU7x is one slot (0000:c0:02) with functions .0 and .1.
-    chips_fns: dict[str, list[tuple[PciFunction, Generation]]] = {}
-    for func, gen in tpu_functions:
-        key = func.address.rpartition(".")[0] if gen.functions_per_chip > 1 else func.address
-        chips_fns.setdefault(key, []).append((func, gen))
-
-    accel = _accel_nodes(host)
-    chips: list[TpuChip] = []
-    accel_chips = [k for k, fns in sorted(chips_fns.items()) if fns[0][1].device_nodes == "accel"]
-    if accel_chips and len(accel) not in (0, len(accel_chips)):
-        problems.append(f"{len(accel_chips)} TPU chips on PCI but {len(accel)} /dev/accel* nodes; counting the nodes that match")
-    no_node: list[str] = []
-    for key, fns in sorted(chips_fns.items()):
-        gen = fns[0][1]
-        funcs = tuple(sorted((f for f, _ in fns), key=lambda f: f.address))
-        if len(funcs) != gen.functions_per_chip:
-            problems.append(f"TPU chip at {key}: {len(funcs)} PCI function(s), expected {gen.functions_per_chip}")
-        if gen.device_nodes == "accel":
-            pos = accel_chips.index(key)
-            if pos < len(accel):
-                number, node = accel[pos]
-                chips.append(TpuChip(gen, funcs, node, number))
-            else:
-                no_node.append(key)
-            continue
-        try:
-            groups = [_iommu_group(host, f.address) for f in funcs]
-        except HostReadError as exc:
-            problems.append(str(exc))
-            continue
-        if groups[0] is not None and all(g is not None and host.exists(f"/dev/vfio/{g}") for g in groups):
-            chips.append(TpuChip(gen, funcs, f"/dev/vfio/{groups[0]}", groups[0]))
-        else:
-            no_node.append(key)
-    if no_node and not chips:
-        # Partly visible chips are normal in a container given a subset; none at all is not.
-        problems.append(f"TPU chips {', '.join(no_node)} have no /dev/accel* or /dev/vfio node (driver not bound?)")
-    if not chips_fns and not unknown_accelerators and accel:
-        # /dev/accel* without visible PCI functions (a container without /sys/bus/pci): trust the nodes.
-        chips = [TpuChip(None, (), node, number) for number, node in accel]
-    gens = {c.generation.name for c in chips if c.generation is not None}
-    if len(gens) > 1:
-        problems.append(f"mixed TPU generations on one host: {sorted(gens)}")
-    return sorted(chips, key=lambda c: c.sort_key)
 
 
 # -- the backend ------------------------------------------------------------------------------
@@ -212,6 +106,9 @@ class TPUBackend(AcceleratorBackend):
             if gen is not None and gen.name != acc.generation.name:
                 problems.append(f"chips are {gen.generation} but the accelerator type says {acc.text}")
             gen = gen or acc.generation
+        unknown = unknown_chip_problem(chips, gen, acc.text if acc is not None else None)
+        if unknown:
+            problems.append(unknown)
         facts = host_facts(len(chips), host.env, info.tpu_env, info.machine_type, problems)
         layout = slice_layout(acc, topo if fits else None, facts, problems) if acc is not None else None
         worker = _worker(info, layout, problems)
@@ -326,7 +223,7 @@ def _sku(gen: Generation | None, accelerator_type: str | None, chips: list[TpuCh
         ray_type = "TPU-" + pod_type.split("-")[0].upper()
     device_id = chips[0].functions[0].device if chips and chips[0].functions else None
     if gen is None:
-        return Sku(vendor="google", name="tpu-unknown", generation="unknown", ray_accelerator_type=ray_type,
+        return Sku(vendor="google", name=unknown_chip_name(device_id), generation="unknown", ray_accelerator_type=ray_type,
                    pci_device_id=device_id, known=False)
     display = "TPU7x" if gen.name == "tpu7x" else f"TPU {gen.generation}"
     return Sku(vendor="google", name=gen.sku, generation=gen.generation, ray_accelerator_type=ray_type,

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from ray_accel_ext.backends._sku import UNKNOWN_SKU_MARK
 from ray_accel_ext.backends.tpu.backend import TPUBackend, parse_tpu_env
 from ray_accel_ext.model import Device
 from ray_accel_ext.registry import load_backends
@@ -64,11 +65,31 @@ def test_v2_v3_told_apart_by_subsystem(tmp_path, capsys, monkeypatch, subsystem,
     assert desc["sku"]["generation"] == gen and desc["resource_quantity"] == 4
 
 
-def test_unknown_subsystem_is_not_a_tpu(tmp_path, capsys, monkeypatch):
+def test_an_id_the_database_lacks_is_counted_named_and_explained(tmp_path, capsys, monkeypatch):
+    """A v2/v3-era function (0x0027) with a subsystem the database has no entry for: Ray's manager
+    counts its /dev/accel node, so do we, as google-unknown-0x0027 with the unknown id reported."""
     tree = _tree(tmp_path)
     tree.pci("0000:00:04.0", GOOGLE, "0x0027", "0x120000", subsystem=(GOOGLE, "0x0099"))
     tree.accel(1)
-    assert _discover(tree.dir, capsys, monkeypatch) == []
+    (desc,) = _discover(tree.dir, capsys, monkeypatch)
+    assert desc["resource_quantity"] == 1 and desc["devices"][0]["pci_address"] == "0000:00:04.0"
+    assert desc["sku"]["name"] == "google-unknown-0x0027" and desc["sku"]["generation"] == "unknown"
+    assert not desc["sku"]["known"]
+    (line,) = [p for p in desc["problems"] if UNKNOWN_SKU_MARK in p]
+    assert "1ae0:0027" in line and "0000:00:04.0" in line and "counted" in line
+
+
+@pytest.mark.parametrize("snapshot,sku,generation,memory_gib,ray_type", [
+    ("gce-tpu-unknown-id", "google-unknown-0x0080", "unknown", None, None),
+    ("gke-tpu-unknown-id-typed", "tpu-v6e", "v6e", 32, "TPU-V6E"),
+])
+def test_unknown_chips_are_typed_from_the_accelerator_type_when_given(snapshot, sku, generation, memory_gib, ray_type,
+                                                                     capsys, monkeypatch):
+    (desc,) = _discover(HOSTS / "tpu" / snapshot, capsys, monkeypatch)
+    assert desc["resource_quantity"] == 4  # what Ray's TPU manager counts: four Google VFIO groups
+    assert (desc["sku"]["name"], desc["sku"]["generation"], desc["sku"]["ray_accelerator_type"]) == (sku, generation, ray_type)
+    assert {d["memory_bytes"] for d in desc["devices"]} == {memory_gib << 30 if memory_gib else None}
+    assert any(UNKNOWN_SKU_MARK in p and "1ae0:0080" in p for p in desc["problems"])
 
 
 def test_vfio_groups_not_bound_are_not_chips(tmp_path, capsys, monkeypatch):

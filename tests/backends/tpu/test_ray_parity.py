@@ -188,6 +188,8 @@ def _case_of(snapshot) -> Case:
         "gce-v5litepod-8-single-host": ("v5litepod", 8, 0), "gce-v5p-16-worker1": ("v5p", 4, 0),
         "gce-v6e-4-metadata-timeout": ("v6e", 4, 0), "gke-tpu7x-4chip-single-host": ("tpu7x", 4, 0),
         "gke-v6e-4x4-worker0": ("v6e", 4, 0), "gke-v6e-4x4-worker3": ("v6e", 4, 0),
+        # chips of an id the SKU database lacks: counted as Ray counts them, typed only by the type string
+        "gce-tpu-unknown-id": (None, 4, 0), "gke-tpu-unknown-id-typed": ("v6e", 4, 0),
     }[snapshot.name]
     hostname = (snapshot / "rootfs/proc/sys/kernel/hostname").read_text().strip()
     return Case(snapshot.name, facts[0], facts[1], hostname, env, attrs, extra_google_vfio=facts[2])

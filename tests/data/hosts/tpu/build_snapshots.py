@@ -408,6 +408,62 @@ Synthetic, built by `build_snapshots.py`.
     )
 
 
+def _unknown_id_host(tree: Tree, hostname: str) -> Tree:
+    # Four Google processing accelerators (class 0x12) with a device id no public list has (0x0080,
+    # made up: a chip newer than the SKU database), on VFIO groups 0-3 as v5e and later are; gVNIC.
+    tree.gce(hostname)
+    for i in range(4):
+        tree.pci(f"0000:00:0{4 + i}.0", GOOGLE, "0x0080", "0x120000", numa=0, cpus="0-63", iommu_group=i, vfio=True)
+    tree.pci("0000:00:08.0", GOOGLE, "0x0042", "0x020000", numa=0, cpus="0-63")  # gVNIC
+    return tree
+
+
+def gce_unknown_id() -> None:
+    tree = _unknown_id_host(Tree("gce-tpu-unknown-id"), "t1v-n-0b1d2e3f-w-0")
+    tree.files(
+        env={},
+        metadata={"gce": _gce_location("us-central1-a", "ct9-standard-4t")},
+        readme="""
+# GCE VM with four TPU chips of a device id the SKU database lacks, and no accelerator type
+
+Four Google processing-accelerator functions (vendor `0x1ae0`, class `0x120000`) with device id
+`0x0080`, which no public list has (made up: a generation newer than `skus/data/tpu.json`), each
+in its own IOMMU group bound to vfio-pci (`/dev/vfio/0..3`); one gVNIC. The metadata server knows
+the zone and an unknown machine type (`ct9-standard-4t`) but no TPU attributes (404), and no
+`TPU_*` variable is set.
+
+Ray 2.60's TPU manager counts the four VFIO groups (vendor `0x1ae0`): `TPU: 4`, and no
+accelerator type (none is given). Discovery must count them the same, name the SKU
+`google-unknown-0x0080` with generation `unknown`, and report the unknown id (`ray-accel doctor`:
+`sku-unknown`); the node starts `degraded`, never without its chips.
+
+Synthetic, built by `build_snapshots.py`.
+""",
+    )
+
+
+def gke_unknown_id_typed() -> None:
+    tree = _unknown_id_host(Tree("gke-tpu-unknown-id-typed"), "gke-tpu-next-pool-0")
+    tree.files(
+        env={"TPU_ACCELERATOR_TYPE": "v6e-4", "TPU_TOPOLOGY": "2x2", "TPU_WORKER_ID": "0",
+             "TPU_WORKER_HOSTNAMES": "localhost", "TPU_SKIP_MDS_QUERY": "true", "TPU_NAME": "next-a"},
+        metadata={"gce": _gce_location("us-east5-b", "ct6e-standard-4t")},
+        readme="""
+# GKE TPU pod whose chips' device id the SKU database lacks, typed by GKE as v6e-4
+
+The chips of `gce-tpu-unknown-id` (device `0x0080`, unknown to the database; VFIO groups 0-3) in a
+GKE pod whose TPU device plugin says what they are: `TPU_ACCELERATOR_TYPE=v6e-4`,
+`TPU_TOPOLOGY=2x2`, single host (the variables of hardware.md 4.3).
+
+The chips are counted (`TPU: 4`, as Ray 2.60 counts the VFIO groups), typed from the accelerator
+type (SKU `tpu-v6e`, generation `v6e`, 32 GiB per chip from the database, Ray type `TPU-V6E`),
+and the unknown id is still reported so that the database can learn it.
+
+Synthetic, built by `build_snapshots.py`.
+""",
+    )
+
+
 def main() -> int:
     gke_v6e(0)
     gke_v6e(3)
@@ -417,6 +473,8 @@ def main() -> int:
     gce_v4_8_accel()
     gvnic_nvme_only()
     gce_metadata_timeout()
+    gce_unknown_id()
+    gke_unknown_id_typed()
     return 0
 
 
