@@ -80,15 +80,17 @@ def test_goldens_agree_with_the_database():
 
 
 def test_tpu_agrees_with_the_backend_table_and_fixes_v2_v3_memory():
-    """Same ids, slugs and Ray types as the TPU backend; v2/v3 memory is per chip (two TensorCores
-    of 8 and 16 GiB, tpu-info), where the backend's table held one TensorCore's."""
+    """Same ids, slugs and Ray types as the TPU backend, whose chips take their memory from the
+    database; v2/v3 memory is per chip (two TensorCores of 8 and 16 GiB, tpu-info), not one
+    TensorCore's as the backend's own table once held."""
     for gen in tpu_topology.GENERATIONS:
         sub = ("0x1ae0", gen.pci_subsystem) if gen.pci_subsystem else None
         e = skus.lookup("0x1ae0", gen.pci_device, sub)
         assert (e.sku, e.generation, e.ray_accelerator_type, e.cores_per_device) == (
             gen.sku, gen.generation, gen.ray_accelerator_type, gen.cores_per_chip)
-        per_chip = gen.hbm_gib * gen.cores_per_chip if gen.name in ("v2", "v3") else gen.hbm_gib
-        assert e.memory_gib == per_chip, gen.name
+        assert gen.memory_bytes == e.memory_gib << 30, gen.name
+    per_chip = {g.name: g.memory_bytes >> 30 for g in tpu_topology.GENERATIONS}
+    assert (per_chip["v2"], per_chip["v3"]) == (16, 32)
 
 
 def test_neuron_agrees_with_the_backend_table():

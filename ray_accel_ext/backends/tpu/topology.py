@@ -52,7 +52,6 @@ class Generation:
         pci_subsystem: subsystem device id, where it is what tells generations apart (v2/v3).
         cores_per_chip: TensorCores per chip; the accelerator-type suffix counts these.
         dims: topology dimensions (2 or 3).
-        hbm_gib: HBM per chip.
         functions_per_chip: PCI functions per chip (TPU7x: 2, ``.0`` and ``.1`` of one slot).
         device_nodes: ``accel`` (``/dev/accelN``) or ``vfio`` (``/dev/vfio/<group>``).
         single_host_chips: chip counts a whole slice may have on one host (v5e/v6e: 1, 4, 8).
@@ -66,7 +65,6 @@ class Generation:
     pci_subsystem: str | None
     cores_per_chip: int
     dims: int
-    hbm_gib: int
     functions_per_chip: int = 1
     device_nodes: str = "vfio"
     single_host_chips: tuple[int, ...] = (1, 2, 4)
@@ -77,9 +75,13 @@ class Generation:
         return f"TPU-{self.ray_version.upper()}"
 
     @property
-    def memory_bytes(self) -> int:
-        """HBM per chip in bytes."""
-        return self.hbm_gib * _GIB
+    def memory_bytes(self) -> int | None:
+        """HBM per chip in bytes: the SKU database's figure (``skus/data/tpu.json``, or an extra SKU
+        file's), None where it has none."""
+        from ...skus import lookup  # the database loads on first use, not at import
+
+        entry = lookup(TPU_PCI_VENDOR, self.pci_device, (TPU_PCI_VENDOR, self.pci_subsystem) if self.pci_subsystem else None)
+        return entry.memory_gib * _GIB if entry is not None and entry.memory_gib else None
 
     @property
     def max_single_host_chips(self) -> int:
@@ -87,15 +89,16 @@ class Generation:
         return max(self.single_host_chips)
 
 
-# PCI ids: hardware.md 1.4 (tpu-info device.py, JAX hardware_utils.py); HBM: tpu-info TpuChip.
+# PCI ids: hardware.md 1.4 (tpu-info device.py, JAX hardware_utils.py). HBM per chip is the SKU
+# database's (skus/data/tpu.json), not this table's.
 GENERATIONS: tuple[Generation, ...] = (
-    Generation("v2", "tpu-v2", "v2", "v2", "0x0027", "0x004e", 2, 2, 8, device_nodes="accel"),
-    Generation("v3", "tpu-v3", "v3", "v3", "0x0027", "0x004f", 2, 2, 16, device_nodes="accel"),
-    Generation("v4", "tpu-v4", "v4", "v4", "0x005e", None, 2, 3, 32, device_nodes="accel"),
-    Generation("v5p", "tpu-v5p", "v5p", "v5p", "0x0062", None, 2, 3, 95),
-    Generation("v5litepod", "tpu-v5e", "v5e", "v5litepod", "0x0063", None, 1, 2, 16, single_host_chips=(1, 4, 8)),
-    Generation("v6e", "tpu-v6e", "v6e", "v6e", "0x006f", None, 1, 2, 32, single_host_chips=(1, 4, 8)),
-    Generation("tpu7x", "tpu7x", "tpu7x", "v7x", "0x0076", None, 2, 3, 192, functions_per_chip=2),
+    Generation("v2", "tpu-v2", "v2", "v2", "0x0027", "0x004e", 2, 2, device_nodes="accel"),
+    Generation("v3", "tpu-v3", "v3", "v3", "0x0027", "0x004f", 2, 2, device_nodes="accel"),
+    Generation("v4", "tpu-v4", "v4", "v4", "0x005e", None, 2, 3, device_nodes="accel"),
+    Generation("v5p", "tpu-v5p", "v5p", "v5p", "0x0062", None, 2, 3),
+    Generation("v5litepod", "tpu-v5e", "v5e", "v5litepod", "0x0063", None, 1, 2, single_host_chips=(1, 4, 8)),
+    Generation("v6e", "tpu-v6e", "v6e", "v6e", "0x006f", None, 1, 2, single_host_chips=(1, 4, 8)),
+    Generation("tpu7x", "tpu7x", "tpu7x", "v7x", "0x0076", None, 2, 3, functions_per_chip=2),
 )
 
 # Spellings seen in the wild for the same generation: Ray's normalised ``v7x``, GKE's ``v5e``.

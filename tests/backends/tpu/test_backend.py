@@ -55,14 +55,17 @@ def test_tpu7x_slot_with_one_function_counts_but_degrades(tmp_path, capsys, monk
     assert any("0000:e0:03: 1 PCI function(s), expected 2" in p for p in desc["problems"])
 
 
-@pytest.mark.parametrize("subsystem,gen", [("0x004e", "v2"), ("0x004f", "v3")])
-def test_v2_v3_told_apart_by_subsystem(tmp_path, capsys, monkeypatch, subsystem, gen):
+@pytest.mark.parametrize("subsystem,gen,hbm_gib", [("0x004e", "v2", 16), ("0x004f", "v3", 32)])
+def test_v2_v3_told_apart_by_subsystem(tmp_path, capsys, monkeypatch, subsystem, gen, hbm_gib):
     tree = _tree(tmp_path)
     for i in range(4):
         tree.pci(f"0000:00:0{4 + i}.0", GOOGLE, "0x0027", "0x120000", subsystem=(GOOGLE, subsystem))
     tree.accel(4)
     (desc,) = _discover(tree.dir, capsys, monkeypatch)
     assert desc["sku"]["generation"] == gen and desc["resource_quantity"] == 4
+    # per chip: two TensorCores of 8 / 16 GiB (the database's sources: tpu-info TpuChip, cloud.google.com/tpu/docs/v3)
+    assert desc["sku"]["memory_bytes"] == hbm_gib << 30
+    assert {d["memory_bytes"] for d in desc["devices"]} == {hbm_gib << 30}
 
 
 def test_an_id_the_database_lacks_is_counted_named_and_explained(tmp_path, capsys, monkeypatch):
