@@ -23,6 +23,7 @@ import logging
 import math
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 from .labels import is_valid_value
@@ -116,6 +117,30 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(v, f"{path}[{i}]")
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _any_bad_text(value: Any) -> bool:
+    """Whether any string in ``value`` (dataclasses, mappings with their keys, sequences) is too
+    long or holds a control character: the fast pass, without field paths."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) in _SCALARS:  # most of a description: CPU lists, indices, sizes
+            continue
+        if isinstance(v, str):
+            if len(v) > MAX_TEXT or _CONTROL_RE.search(v):
+                return True
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, Mapping):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif is_dataclass(v) and not isinstance(v, type):
+            stack.extend(getattr(v, f.name) for f in fields(v))
+    return False
+
+
 def _describe_text(text: str) -> str:
     if len(text) > MAX_TEXT:
         return f"{len(text)} characters (at most {MAX_TEXT})"
@@ -131,10 +156,12 @@ def description_problems(desc: Any) -> list[str]:
     SKU's Ray accelerator type, ``accelerator_type:<T>``; a TPU slice name, ``<slice-name>``):
     these must be valid label values, else the resource is left out (``adapter``)."""
     out: list[str] = []
-    data = desc.to_dict()
-    for path, text in _strings({k: v for k, v in data.items() if k != "problems"}, ""):
-        if len(text) > MAX_TEXT or _CONTROL_RE.search(text):
-            out.append(f"{path}: {_describe_text(text)}; published only as a sanitised label value, if at all")
+    if _any_bad_text([getattr(desc, f.name) for f in fields(desc) if f.name != "problems"]):
+        # only now the field paths, from the published form
+        data = desc.to_dict()
+        for path, text in _strings({k: v for k, v in data.items() if k != "problems"}, ""):
+            if len(text) > MAX_TEXT or _CONTROL_RE.search(text):
+                out.append(f"{path}: {_describe_text(text)}; published only as a sanitised label value, if at all")
     acc = desc.sku.ray_accelerator_type
     if acc is not None and not is_valid_value(acc):
         out.append(f"sku.ray_accelerator_type {acc[:40]!r} ({_describe_text(acc)}) would be a Ray resource "
