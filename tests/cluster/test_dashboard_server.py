@@ -108,8 +108,10 @@ def test_token_beyond_loopback(tmp_path):
         assert _get(s, "/api/cluster", host="evil.example", headers={"Authorization": f"Bearer {token}"})[0] == 421
 
 
-def _pool_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name.startswith("ray-accel-dashboard-conn"))
+def _pool_threads(server) -> int:
+    """This server's live handler threads (another test's server may still be winding its down)."""
+    prefix = f"ray-accel-dashboard-conn-{server.port}_"
+    return sum(1 for t in threading.enumerate() if t.name.startswith(prefix))
 
 
 def _wait(predicate, timeout_s=60.0):
@@ -129,19 +131,18 @@ def test_connections_are_bounded_and_idle_ones_closed():
 
 
 def _bounded_and_closed(server):
-    before = _pool_threads()
     idle = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(4)]
     try:
-        assert _wait(lambda: _pool_threads() - before >= 4)
+        assert _wait(lambda: _pool_threads(server) >= 4)
         extra = socket.create_connection(("127.0.0.1", server.port), timeout=30)
         assert extra.recv(1024).startswith(b"HTTP/1.1 503")  # the pool is full: refused at once, not queued
         extra.close()
-        assert _pool_threads() - before == 4
+        assert _pool_threads(server) == 4
         for s in idle:  # each idle connection is closed by the server after idle_timeout_s
             s.settimeout(60)
             assert s.recv(1024) == b""
         assert _get(server, "/healthz")[0] == 200
-        assert _pool_threads() - before <= 4
+        assert _pool_threads(server) <= 4
     finally:
         for s in idle:
             s.close()

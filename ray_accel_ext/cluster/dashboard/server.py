@@ -80,8 +80,10 @@ class _PoolServer(HTTPServer):
     def __init__(self, address, handler, max_connections: int, family: int) -> None:
         self.address_family = family
         self._slots = threading.BoundedSemaphore(max_connections)
-        self._pool = ThreadPoolExecutor(max_workers=max_connections, thread_name_prefix="ray-accel-dashboard-conn")
         super().__init__(address, handler)
+        # named after the port, so that each server's handler threads can be told apart
+        self._pool = ThreadPoolExecutor(max_workers=max_connections,
+                                        thread_name_prefix=f"ray-accel-dashboard-conn-{self.server_port}")
 
     def server_bind(self) -> None:
         socketserver.TCPServer.server_bind(self)  # HTTPServer's would look the address up in DNS
@@ -111,7 +113,9 @@ class _PoolServer(HTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        pool = getattr(self, "_pool", None)  # None when binding failed (TCPServer closes, then raises)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 class DashboardServer:
