@@ -17,11 +17,13 @@ from ..host import Host
 from ..hw.pci import PciFunction
 from ..model import Sku
 
-__all__ = ["UNKNOWN_SKU_MARK", "identify_function", "node_identity", "to_sku"]
+__all__ = ["NO_LAYOUT_MARK", "UNKNOWN_SKU_MARK", "identify_function", "node_identity", "to_sku"]
 
 _GIB = 1 << 30
 # Every problem about a device id the database lacks contains this text (doctor's rule for it).
 UNKNOWN_SKU_MARK = "not in the SKU database"
+# ... and this, about a device the database knows whose generation this release cannot lay out.
+NO_LAYOUT_MARK = "of a generation this release has no layout for"
 
 
 def identify_function(

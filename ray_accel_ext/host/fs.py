@@ -64,28 +64,32 @@ class SpecialFile(OSError):
     """A FIFO, socket or device node where a regular file was expected (never opened for reading)."""
 
 
-def read_regular(fs_path: str, max_bytes: int, *, nofollow: bool = False) -> bytes:
+def read_regular(fs_path: str, max_bytes: int, *, nofollow: bool = False, st: os.stat_result | None = None) -> bytes:
     """At most ``max_bytes + 1`` bytes of the regular file ``fs_path`` (see the module doc).
 
+    ``st`` is the caller's own ``stat`` of ``fs_path`` when it has one (saves the syscall).
     Raises ``FileNotFoundError`` / ``PermissionError`` / ``OSError`` as ``open`` does, and
     ``IsADirectoryError`` for a directory; any other non-regular file is a :class:`SpecialFile`
     whose ``strerror`` says what it is (``is a FIFO (named pipe), not a regular file``).
     """
-    kind = special_kind(os.stat(fs_path).st_mode)
+    kind = special_kind((st or os.stat(fs_path)).st_mode)
     if kind == "a directory":
         raise IsADirectoryError(fs_path)
     if kind is not None:
         raise SpecialFile(0, f"is {kind}, not a regular file; not opened")
     fd = os.open(fs_path, _OPEN_FLAGS | (os.O_NOFOLLOW if nofollow else 0))
     try:
-        kind = special_kind(os.fstat(fd).st_mode)
+        opened = os.fstat(fd)
+        kind = special_kind(opened.st_mode)
         if kind is not None:
             raise SpecialFile(0, f"is {kind}, not a regular file (it changed while being opened); not read")
         # A small first read: asking for max_bytes at once allocates that much per call, which
         # made a 10-byte sysfs read 2.5x slower than the read itself.
         chunks = [os.read(fd, min(_FIRST_READ_BYTES, max_bytes + 1))]
         size = len(chunks[0])
-        while chunks[-1] and size <= max_bytes:
+        # Done when the read returned the whole size fstat gave (a file on disk); sysfs and
+        # procfs attributes report 4096 or 0 whatever they hold, so those read on to EOF.
+        while chunks[-1] and size <= max_bytes and size != opened.st_size:
             chunks.append(os.read(fd, max_bytes + 1 - size))
             size += len(chunks[-1])
         return b"".join(chunks)
@@ -141,7 +145,11 @@ class FsHost:
             return cached
         parent, _, leaf = path.rstrip("/").rpartition("/")
         base = self.realpath(parent) if parent else "/"
-        resolved = self._child(base, leaf, path) if leaf not in ("", ".", "..") else None
+        resolved = None
+        if leaf not in ("", ".", ".."):
+            resolved = self._child(base, leaf, path)
+            if resolved is None:
+                resolved = self._follow_known(base, leaf)
         if resolved is None:
             resolved = self._walk(base, [leaf] if leaf else [], path)
         with self._lock:
@@ -162,6 +170,39 @@ class FsHost:
             if exc.errno in (errno.EACCES, errno.EPERM):
                 self._note_access(base, "permission denied")
             raise HostReadError(original, f"cannot stat {candidate}: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(st.st_mode):
+            return None
+        self._not_links.add(candidate)
+        return candidate
+
+    def _follow_known(self, base: str, leaf: str) -> str | None:
+        """Where the symlink ``leaf`` in the canonical directory ``base`` leads, when that is
+        plain: a relative target ``../../x/y`` whose directory is already known to be no link
+        (every ``/sys/bus/pci/devices/*`` link after the first under a bridge). One ``readlink``
+        and one ``lstat`` then replace a component-by-component :meth:`_walk`; None: walk it."""
+        link = (base if base != "/" else "") + "/" + leaf
+        try:
+            target = os.readlink(self._fs(link))
+        except OSError:
+            return None
+        names = target.split("/")
+        ups = 0
+        while ups < len(names) and names[ups] == "..":
+            ups += 1
+        names = names[ups:]
+        if not names or target.startswith("/") or any(n in ("", ".", "..") for n in names):
+            return None
+        dirs = [d for d in base.split("/") if d]
+        parent = "/" + "/".join([*dirs[: max(0, len(dirs) - ups)], *names[:-1]])
+        if parent != "/" and parent not in self._not_links:
+            return None
+        candidate = (parent if parent != "/" else "") + "/" + names[-1]
+        try:
+            st = os.lstat(self._fs(candidate))
+        except FileNotFoundError:
+            return candidate  # a dangling link: its target, as the walk gives it
+        except OSError:
+            return None  # the walk reports it
         if stat.S_ISLNK(st.st_mode):
             return None
         self._not_links.add(candidate)
@@ -189,6 +230,37 @@ class FsHost:
     def _real(self, path: str) -> str:
         return self._fs(self.realpath(path)) if not self.live else path
 
+    def _leaf(self, path: str) -> tuple[str, os.stat_result | None]:
+        """The file-system path of ``path`` under the root and its ``lstat`` (None: absent).
+
+        Only the directory part goes through :meth:`realpath`; a leaf that is no symlink (almost
+        every file read) costs this one ``lstat``, which the read reuses, instead of a cached
+        resolution plus a second ``stat``."""
+        parent, _, leaf = path.rstrip("/").rpartition("/")
+        if leaf in ("", ".", ".."):
+            resolved = self.realpath(path)
+        else:
+            base = self.realpath(parent) if parent else "/"
+            resolved = (base if base != "/" else "") + "/" + leaf
+        fs_path = self._fs(resolved)
+        try:
+            st = os.lstat(fs_path)
+        except (FileNotFoundError, NotADirectoryError):
+            return fs_path, None
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                self._note_access(resolved.rpartition("/")[0] or "/", "permission denied")
+            raise HostReadError(path, f"cannot stat {resolved}: {exc.strerror or exc}") from None
+        if not stat.S_ISLNK(st.st_mode):
+            return fs_path, st
+        fs_path = self._fs(self.realpath(path))  # a symlink: followed inside the root
+        try:
+            return fs_path, os.lstat(fs_path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise HostReadError(path, "broken symbolic link") from None
+        except OSError as exc:
+            raise HostReadError(path, exc.strerror or str(exc)) from None
+
     # -- files ---------------------------------------------------------------------------------
 
     def read_optional(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> str | None:
@@ -212,9 +284,15 @@ class FsHost:
         return text
 
     def _read_uncached(self, path: str, max_bytes: int) -> str | None:
-        fs_path = self._real(path)
+        st = None
+        if self.live:
+            fs_path = path
+        else:
+            fs_path, st = self._leaf(path)
+            if st is None:
+                return None
         try:
-            data = read_regular(fs_path, max_bytes, nofollow=not self.live)
+            data = read_regular(fs_path, max_bytes, nofollow=not self.live, st=st)
         except FileNotFoundError:
             if os.path.lexists(fs_path) or self._is_dangling(path):
                 raise HostReadError(path, "broken symbolic link") from None

@@ -43,16 +43,21 @@ class InRootWalk:
 
     def __init__(self, fs_of: Callable[[str], str], base: str, parts: list[str], *, plain: set[str] | frozenset[str] = frozenset()) -> None:
         self._fs_of = fs_of
-        self._stack = [p for p in base.split("/") if p]
+        # The host path of each directory walked into so far ("/a", "/a/b", ...): ".." pops one
+        # and a component appends one, with no re-joining of the whole path per component.
+        self._stack: list[str] = []
+        for name in base.split("/"):
+            if name:
+                self._stack.append(f"{self._stack[-1] if self._stack else ''}/{name}")
         self._pending = list(reversed(parts))
         self._plain = plain
 
     @property
     def path(self) -> str:
-        return "/" + "/".join(self._stack)
+        return self._stack[-1] if self._stack else "/"
 
     def __iter__(self) -> Iterator[WalkStep]:
-        stack, pending = self._stack, self._pending
+        stack, pending, plain = self._stack, self._pending, self._plain
         hops = 0
         while pending:
             part = pending.pop()
@@ -62,9 +67,10 @@ class InRootWalk:
                 if stack:
                     stack.pop()
                 continue
-            candidate = "/" + "/".join([*stack, part])
-            if candidate in self._plain:
-                stack.append(part)
+            parent = stack[-1] if stack else ""
+            candidate = f"{parent}/{part}"
+            if candidate in plain:
+                stack.append(candidate)
                 continue
             try:
                 st: os.stat_result | None = os.lstat(self._fs_of(candidate))
@@ -72,10 +78,10 @@ class InRootWalk:
                 st = None
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot stat {candidate}: {exc.strerror or exc}", candidate) from None
-            parent = "/" + "/".join(stack)
+            parent = parent or "/"
             if st is None or not stat.S_ISLNK(st.st_mode):
                 yield WalkStep(candidate, st, None, parent, not pending)
-                stack.append(part)
+                stack.append(candidate)
                 continue
             hops += 1
             if hops > MAX_LINK_HOPS:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..backends._sku import UNKNOWN_SKU_MARK
+from ..backends._sku import NO_LAYOUT_MARK, UNKNOWN_SKU_MARK
 from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, missing_features, ray_version, tested_range_text
 from ..discovery import discover
 from ..errors import HostReadError
@@ -69,6 +69,10 @@ CAUSES: dict[str, tuple[str, str]] = {
                                "add their PCI id to an extra SKU file in a directory named by RAY_ACCEL_SKU_DIR or "
                                "/etc/ray_accel_ext/skus.d (format: ray_accel_ext/skus/SCHEMA.md; check it with "
                                "`ray-accel skus --validate FILE`), or upgrade ray-accel-ext"),
+    "generation-unsupported": ("warning", "the devices are counted and scheduled with the SKU database's name, but "
+                                          "this release cannot lay out their generation (cores, torus, device "
+                                          "nodes): upgrade ray-accel-ext, or correct the `generation` of the extra "
+                                          "SKU file entry the message names"),
     "sku-file": ("warning", "fix the extra SKU file named in the message (`ray-accel skus --validate FILE` shows the "
                             "field at fault) or remove it; until then the node uses the built-in SKU data"),
     "ray-missing": ("warning", "install Ray: `pip install 'ray-accel-ext[ray]'`"),
@@ -165,6 +169,7 @@ def _host_error_cause(err: dict[str, Any]) -> str:
 _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"AWS_EC2_METADATA_DISABLED"), "metadata-disabled"),
     (re.compile(re.escape(UNKNOWN_SKU_MARK)), "sku-unknown"),
+    (re.compile(re.escape(NO_LAYOUT_MARK)), "generation-unsupported"),
     (re.compile(r"/api/token: HTTP 40[135]"), "metadata-token-refused"),
     (re.compile(r"HTTP 429"), "metadata-rate-limited"),
     (re.compile(r"did not answer|not asked", re.I), "metadata-timeout"),
@@ -213,6 +218,7 @@ def _plain(cause: str, backend: str | None, raw: str) -> str:
         "file-missing": "a file discovery needs does not exist",
         "description-invalid": "the backend produced a description that does not validate",
         "sku-unknown": "devices whose PCI id the SKU database does not know were counted without a known SKU",
+        "generation-unsupported": "devices of a generation this release cannot lay out were counted without their layout",
         "degraded": "discovery could not read everything",
     }.get(cause, "discovery could not read everything")
     return f"{who}{words}: {raw}"
@@ -270,9 +276,9 @@ def _probe_families(host: FsHost, inventory: NodeInventory, disabled: set[str]) 
     failed = {p.backend for p in inventory.problems}
     # A family a backend described fully shows its driver works (NVML, neuron-ls, chips answered);
     # the driver's footprint is probed only where something is missing.
-    # A device id the SKU database lacks says nothing about the driver.
+    # A device id the SKU database lacks (or a generation without a layout) says nothing about the driver.
     partial = {d.backend for d in inventory.descriptions
-               if any(UNKNOWN_SKU_MARK not in p for p in d.problems) or _library_absent(d)}
+               if any(UNKNOWN_SKU_MARK not in p and NO_LAYOUT_MARK not in p for p in d.problems) or _library_absent(d)}
     known = families()
     by_name = {f.backend: f for f in known}
     for backend, bdfs in sorted(_pci_accelerators(host, known).items()):

@@ -262,6 +262,31 @@ def test_unknown_tpu_chips_are_explained_and_counted(monkeypatch, capsys):
     assert report["devices"] == 4 and "no-accelerators" not in found
 
 
+def test_tpu_generation_without_a_layout_is_not_called_unknown(sku_dir, monkeypatch, capsys):
+    """An extra SKU file names the chip, but with a generation this release cannot lay out: the
+    chips are counted under the file's SKU, and doctor says to upgrade or fix the file, not to
+    add an entry that is already there."""
+    from ray_accel_ext import skus
+
+    (sku_dir / "site.json").write_text(json.dumps({
+        "schema": 1, "family": "tpu", "vendor": "google", "vendor_id": "0x1ae0", "sources": {"site": "our notes"},
+        "entries": [{"device_id": "0x0080", "sku": "tpu-v9", "product": "TPU v9", "generation": "v9",
+                     "memory_gib": 64, "ray_accelerator_type": None, "interconnect": "ici", "source": ["site"]}],
+    }))
+    skus.reload()
+    _, report = _doctor(HOSTS / "tpu" / "gce-tpu-unknown-id", monkeypatch, capsys)
+    found = _by_cause(report)
+    assert report["devices"] == 4 and "sku-unknown" not in found
+    finding = found["generation-unsupported"]
+    assert finding["backend"] == "tpu" and finding["severity"] == "warning"
+    assert "tpu-v9" in finding["message"] and "'v9'" in finding["message"] and "site.json" in finding["message"]
+    assert "upgrade ray-accel-ext" in finding["fix"] and "no-accelerators" not in found and "driver-missing" not in found
+    assert main(["discover", "--root", str(HOSTS / "tpu" / "gce-tpu-unknown-id"), "--format", "json"]) == 0
+    (desc,) = [d for d in json.loads(capsys.readouterr().out)["descriptions"] if d["backend"] == "tpu"]
+    assert (desc["sku"]["name"], desc["sku"]["generation"], desc["resource_quantity"]) == ("tpu-v9", "v9", 4)
+    assert {d["memory_bytes"] for d in desc["devices"]} == {64 << 30}
+
+
 def test_extra_sku_file_describes_the_unknown_device(sku_dir, monkeypatch, capsys):
     from ray_accel_ext import skus
 

@@ -56,6 +56,41 @@ def test_links_can_not_leave_the_root(root, link):
     assert host.realpath(link).startswith(("/etc", "/secret"))
 
 
+def test_pci_links_resolve_where_the_kernel_does(tmp_path):
+    """Device links under a bridge the host already walked take a shortcut (one readlink, one
+    lstat); through a bridge that is itself a link, to a missing target, with a target that is
+    not plain or to another link they are walked. Every answer is the kernel's own: no link
+    here leaves the root, so ``os.path.realpath`` under it is the oracle."""
+    r = tmp_path / "root"
+    bridge = r / "sys/devices/pci0000:00/0000:00:01.0"
+    for n in range(4):
+        dev = bridge / f"0000:0{n + 1}:00.0"
+        dev.mkdir(parents=True)
+        (dev / "vendor").write_text(f"0x10d{n}\n")
+    os.symlink("0000:00:01.0", r / "sys/devices/pci0000:00/alias")
+    os.symlink("0000:01:00.0", bridge / "leaflink")
+    links = r / "sys/bus/pci/devices"
+    links.mkdir(parents=True)
+    up = "../../../devices/pci0000:00"
+    targets = {
+        "a": f"{up}/0000:00:01.0/0000:01:00.0",  # first: walked, bridges become known
+        "b": f"{up}/0000:00:01.0/0000:02:00.0",  # the shortcut
+        "c": f"{up}/alias/0000:03:00.0",  # a directory on the way is a link
+        "d": f"{up}/0000:00:01.0/gone",  # dangling
+        "e": "../../../devices/./pci0000:00/0000:00:01.0/0000:04:00.0",  # not plain
+        "f": f"{up}/0000:00:01.0/leaflink",  # to another link
+        "g": f"{up}/0000:00:01.0/0000:01:00.0/../0000:02:00.0",  # '..' after names
+    }
+    for name, target in targets.items():
+        os.symlink(target, links / name)
+    host = FsHost(r)
+    for name in targets:
+        path = f"/sys/bus/pci/devices/{name}"
+        assert host.realpath(path) == os.path.realpath(f"{r}{path}")[len(str(r)):], name
+        want = (r / path.lstrip("/") / "vendor").read_text() if name != "d" else None
+        assert host.read_optional(f"{path}/vendor") == want, name
+
+
 def test_link_loop_is_a_clear_error(root):
     with pytest.raises(HostReadError, match="loop"):
         FsHost(root).read_text("/sys/loop-a")

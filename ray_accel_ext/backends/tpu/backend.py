@@ -49,6 +49,7 @@ from .topology import (
     Topology,
     parse_accelerator_type,
     parse_topology,
+    tpu_entry,
 )
 
 __all__ = ["LABEL_PREFIX", "SliceInfo", "TPUBackend", "TpuChip", "find_chips", "parse_tpu_env", "slice_info"]
@@ -124,6 +125,7 @@ class TPUBackend(AcceleratorBackend):
             # place in the host and the links between them.
             block = facts.chip_block or chip_block_for(min(len(chips), acc.chips) if acc else len(chips))
             ici = IciLayout.host_only(block, gen.dims if gen else 3) if block else None
+        sku = _sku(gen, info.accelerator_type, chips)
         devices = tuple(
             Device(
                 index=i,
@@ -131,7 +133,7 @@ class TPUBackend(AcceleratorBackend):
                 pci_address=chip.address,
                 numa_node=chip.functions[0].numa_node if chip.functions else None,
                 cpus=chip.functions[0].cpus if chip.functions else (),
-                memory_bytes=gen.memory_bytes if gen else None,
+                memory_bytes=sku.memory_bytes,
                 cores=gen.cores_per_chip if gen else None,
                 coords=ici.slice_coords(worker, i) if on_slice and i < ici.chips_per_host else None,
                 host_coords=ici.host_coords(i) if ici is not None and i < ici.chips_per_host else None,
@@ -142,7 +144,7 @@ class TPUBackend(AcceleratorBackend):
         quantity = len(devices) * _resource_per_chip(host.env, problems)
         return NodeDescription(
             backend=self.name,
-            sku=_sku(gen, info.accelerator_type, chips),
+            sku=sku,
             resource_name=self.resource_name,
             resource_quantity=quantity,
             devices=devices,
@@ -221,8 +223,14 @@ def _sku(gen: Generation | None, accelerator_type: str | None, chips: list[TpuCh
     if pod_type:
         # Ray derives its type from the pod type string: "TPU-" + normalised version.
         ray_type = "TPU-" + pod_type.split("-")[0].upper()
-    device_id = chips[0].functions[0].device if chips and chips[0].functions else None
+    first = chips[0].functions[0] if chips and chips[0].functions else None
+    device_id = first.device if first is not None else None
     if gen is None:
+        entry = tpu_entry(first.device, first.subsystem_device, first.subsystem_vendor) if first is not None else None
+        if entry is not None:  # the database knows the chip, this release not its generation's layout
+            return Sku(vendor="google", name=entry.sku, generation=entry.generation, product=entry.product,
+                       ray_accelerator_type=ray_type, memory_bytes=entry.memory_bytes,
+                       pci_device_id=device_id)
         return Sku(vendor="google", name=unknown_chip_name(device_id), generation="unknown", ray_accelerator_type=ray_type,
                    pci_device_id=device_id, known=False)
     display = "TPU7x" if gen.name == "tpu7x" else f"TPU {gen.generation}"

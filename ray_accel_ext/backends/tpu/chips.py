@@ -14,8 +14,8 @@ from ... import skus
 from ...errors import HostReadError
 from ...host import Host
 from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
-from .._sku import UNKNOWN_SKU_MARK
-from .topology import TPU_PCI_VENDOR, Generation, generation_from_pci
+from .._sku import NO_LAYOUT_MARK, UNKNOWN_SKU_MARK
+from .topology import TPU_PCI_VENDOR, Generation, generation_from_pci, tpu_entry
 
 __all__ = ["TpuChip", "find_chips", "unknown_chip_name", "unknown_chip_problem"]
 
@@ -127,20 +127,30 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
 
 
 def unknown_chip_problem(chips: list[TpuChip], typed_as: Generation | None, accelerator_type: str | None) -> str | None:
-    """The problem line for chips whose PCI id the SKU database lacks, None when there are none."""
+    """The problem line for chips counted without a known generation, None when there are none:
+    their PCI id is not in the SKU database, or it is (an extra SKU file's entry, say) with a
+    generation this release has no layout for (cores, torus, device nodes)."""
     unknown = [c for c in chips if c.generation is None and c.functions]
     if not unknown:
         return None
     ids = sorted({c.functions[0].device for c in unknown})
     shown = ", ".join(c.address or c.device_node for c in unknown[:4]) + (" ..." if len(unknown) > 4 else "")
+    fn = unknown[0].functions[0]
+    entry = tpu_entry(fn.device, fn.subsystem_device, fn.subsystem_vendor)
     if typed_as is not None:
         how = f"generation {typed_as.generation} from the accelerator type {accelerator_type}"
+    elif entry is not None:
+        how = f"as {entry.sku}, without cores per chip, torus or device-node layout"
     else:
         how = (f"named {unknown_chip_name(ids[0])}, generation unknown (no TPU_ACCELERATOR_TYPE and no metadata "
                "accelerator-type)")
-    return (f"{len(unknown)} TPU chip(s) with PCI id {', '.join(TPU_PCI_VENDOR[2:] + ':' + i[2:] for i in ids)} "
-            f"({shown}) {UNKNOWN_SKU_MARK}: counted, {how}; describe it in an extra SKU file ({skus.ENV_VAR}, "
-            "see `ray-accel skus`)")
+    pci_ids = ", ".join(TPU_PCI_VENDOR[2:] + ":" + i[2:] for i in ids)
+    if entry is not None:
+        return (f"{len(unknown)} TPU chip(s) with PCI id {pci_ids} ({shown}) are {entry.sku} {NO_LAYOUT_MARK} "
+                f"(generation {entry.generation!r}, from {entry.origin}): counted, {how}; upgrade ray-accel-ext, "
+                "or correct the generation if the entry is an extra SKU file's")
+    return (f"{len(unknown)} TPU chip(s) with PCI id {pci_ids} ({shown}) {UNKNOWN_SKU_MARK}: counted, {how}; describe "
+            f"it in an extra SKU file ({skus.ENV_VAR}, see `ray-accel skus`)")
 
 
 def unknown_chip_name(device_id: str | None) -> str:

@@ -17,9 +17,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...errors import TopologyStringError
 from ...labels import normalize_tpu_type
+
+if TYPE_CHECKING:
+    from ...skus import Entry
 
 __all__ = [
     "Generation",
@@ -29,6 +33,7 @@ __all__ = [
     "Topology",
     "generation_for",
     "generation_from_pci",
+    "tpu_entry",
     "parse_accelerator_type",
     "parse_topology",
     "DEFAULT_CHIPS_PER_HOST",
@@ -121,19 +126,27 @@ def generation_for(name: str) -> Generation:
     return gen
 
 
-def generation_from_pci(device: str, subsystem_device: str | None, subsystem_vendor: str | None = None) -> Generation | None:
-    """The generation of a vendor-0x1ae0 PCI function, None when it is not a TPU (gVNIC, NVMe).
-
-    The SKU database (``ray_accel_ext/skus/data/tpu.json``) says which ids are TPU chips of which
-    generation, so a new id of a known generation is a change to that file alone; the table here
-    holds what the database has no fields for (cores, torus dimensions, device nodes).
-    """
+def tpu_entry(device: str, subsystem_device: str | None, subsystem_vendor: str | None = None) -> Entry | None:
+    """The SKU database's TPU entry for a vendor-0x1ae0 PCI function, None when the database has
+    no TPU of those ids."""
     from ...skus import lookup  # the database loads on first use, not at import
 
     # any subsystem vendor matches the database's `*:<subsystem device>` entries (v2 and v3 share 0x0027)
     subsystem = (subsystem_vendor or TPU_PCI_VENDOR, subsystem_device) if subsystem_device else None
     entry = lookup(TPU_PCI_VENDOR, device, subsystem)
-    if entry is None or entry.family != "tpu":
+    return entry if entry is not None and entry.family == "tpu" else None
+
+
+def generation_from_pci(device: str, subsystem_device: str | None, subsystem_vendor: str | None = None) -> Generation | None:
+    """The generation of a vendor-0x1ae0 PCI function, None when it is not a TPU (gVNIC, NVMe)
+    or its generation is one this release has no layout for (:func:`tpu_entry` tells those apart).
+
+    The SKU database (``ray_accel_ext/skus/data/tpu.json``) says which ids are TPU chips of which
+    generation, so a new id of a known generation is a change to that file alone; the table here
+    holds what the database has no fields for (cores, torus dimensions, device nodes).
+    """
+    entry = tpu_entry(device, subsystem_device, subsystem_vendor)
+    if entry is None:
         return None
     try:
         return generation_for(entry.generation)
