@@ -33,7 +33,7 @@ from importlib import metadata as importlib_metadata
 
 from .backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
 from .errors import BackendLoadError
-from .host.fs import special_kind
+from .host.regular import special_kind
 from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
 
 __all__ = [

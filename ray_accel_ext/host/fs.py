@@ -15,11 +15,9 @@ through a :class:`Host`. Three kinds exist:
 Paths are host-absolute strings (``/sys/bus/pci/devices``). Symlinks are resolved inside the root:
 an absolute link target or a ``..`` chain can never leave it, and link loops are an error.
 
-Only regular files are read. A FIFO, socket or device node where a file is expected is refused
-with a :class:`HostReadError` and never opened: ``stat`` first, then ``open`` with ``O_NONBLOCK``
-(a file swapped for a FIFO in between cannot block the open) and ``O_NOCTTY``, then ``fstat`` of
-what was opened (a swapped file is refused before any read). Under a root the canonical path is
-opened with ``O_NOFOLLOW``, so a last component swapped for a symlink cannot lead outside it.
+Only regular files are read (:mod:`.regular`): a FIFO, socket or device node where a file is
+expected is refused with a :class:`HostReadError` and never opened. Under a root the canonical
+path is opened with ``O_NOFOLLOW``, so a last component swapped for a symlink cannot lead outside it.
 Directories that exist but cannot be listed or searched are noted (:attr:`FsHost.access_errors`):
 discovery reports them, since a backend's ``detect()`` reads them as "no devices".
 """
@@ -42,60 +40,10 @@ from ..errors import CommandError, HostReadError
 from . import snapshot as _snapshot
 from .metadata import MetadataClient
 from .protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S, MAX_READ_BYTES, ROOT_ENV, Deadline
+from .regular import SpecialFile, read_regular
 from .walk import InRootWalk, LinkLoop
 
-__all__ = ["FsHost", "SpecialFile", "open_host", "host_from_env",
-           "read_regular", "special_kind"]
-
-_FIRST_READ_BYTES = 8192
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
-
-
-def special_kind(mode: int) -> str | None:
-    """What a non-regular file is (``a FIFO (named pipe)``), None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
-
-
-class SpecialFile(OSError):
-    """A FIFO, socket or device node where a regular file was expected (never opened for reading)."""
-
-
-def read_regular(fs_path: str, max_bytes: int, *, nofollow: bool = False, st: os.stat_result | None = None) -> bytes:
-    """At most ``max_bytes + 1`` bytes of the regular file ``fs_path`` (see the module doc).
-
-    ``st`` is the caller's own ``stat`` of ``fs_path`` when it has one (saves the syscall).
-    Raises ``FileNotFoundError`` / ``PermissionError`` / ``OSError`` as ``open`` does, and
-    ``IsADirectoryError`` for a directory; any other non-regular file is a :class:`SpecialFile`
-    whose ``strerror`` says what it is (``is a FIFO (named pipe), not a regular file``).
-    """
-    kind = special_kind((st or os.stat(fs_path)).st_mode)
-    if kind == "a directory":
-        raise IsADirectoryError(fs_path)
-    if kind is not None:
-        raise SpecialFile(0, f"is {kind}, not a regular file; not opened")
-    fd = os.open(fs_path, _OPEN_FLAGS | (os.O_NOFOLLOW if nofollow else 0))
-    try:
-        opened = os.fstat(fd)
-        kind = special_kind(opened.st_mode)
-        if kind is not None:
-            raise SpecialFile(0, f"is {kind}, not a regular file (it changed while being opened); not read")
-        # A small first read: asking for max_bytes at once allocates that much per call, which
-        # made a 10-byte sysfs read 2.5x slower than the read itself.
-        chunks = [os.read(fd, min(_FIRST_READ_BYTES, max_bytes + 1))]
-        size = len(chunks[0])
-        # Done when the read returned the whole size fstat gave (a file on disk); sysfs and
-        # procfs attributes report 4096 or 0 whatever they hold, so those read on to EOF.
-        while chunks[-1] and size <= max_bytes and size != opened.st_size:
-            chunks.append(os.read(fd, max_bytes + 1 - size))
-            size += len(chunks[-1])
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
+__all__ = ["FsHost", "open_host", "host_from_env"]
 
 class FsHost:
     """A host rooted at a directory: ``/`` for the live machine, else a snapshot or test tree."""

@@ -13,8 +13,8 @@ import os
 import stat
 from pathlib import Path
 
-from .fs import read_regular, special_kind
 from .protocol import MAX_READ_BYTES
+from .regular import read_regular, special_kind
 from .walk import InRootWalk, LinkLoop
 
 __all__ = ["Replicator"]
