@@ -45,6 +45,7 @@ from .walk import InRootWalk, LinkLoop
 
 __all__ = ["FsHost", "open_host", "host_from_env"]
 
+
 class FsHost:
     """A host rooted at a directory: ``/`` for the live machine, else a snapshot or test tree."""
 
@@ -110,18 +111,25 @@ class FsHost:
         candidate = (base if base != "/" else "") + "/" + leaf
         if candidate in self._not_links:
             return candidate
-        try:
-            st = os.lstat(self._fs(candidate))
-        except FileNotFoundError:
+        st = self._lstat(base, candidate, original)
+        if st is None:
             return candidate
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                self._note_access(base, "permission denied")
-            raise HostReadError(original, f"cannot stat {candidate}: {exc.strerror or exc}") from None
         if stat.S_ISLNK(st.st_mode):
             return None
         self._not_links.add(candidate)
         return candidate
+
+    def _lstat(self, base: str, candidate: str, original: str) -> os.stat_result | None:
+        """``lstat`` of the host path ``candidate`` in the canonical directory ``base``; None when
+        absent. Raises HostReadError (naming ``original``) when it cannot be examined."""
+        try:
+            return os.lstat(self._fs(candidate))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                self._note_access(base, "permission denied")
+            raise HostReadError(original, f"cannot stat {candidate}: {exc.strerror or exc}") from None
 
     def _follow_known(self, base: str, leaf: str) -> str | None:
         """Where the symlink ``leaf`` in the canonical directory ``base`` leads, when that is
@@ -187,27 +195,17 @@ class FsHost:
         parent, _, leaf = path.rstrip("/").rpartition("/")
         if leaf in ("", ".", ".."):
             resolved = self.realpath(path)
-        else:
-            base = self.realpath(parent) if parent else "/"
-            resolved = (base if base != "/" else "") + "/" + leaf
-        fs_path = self._fs(resolved)
-        try:
-            st = os.lstat(fs_path)
-        except (FileNotFoundError, NotADirectoryError):
-            return fs_path, None
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                self._note_access(resolved.rpartition("/")[0] or "/", "permission denied")
-            raise HostReadError(path, f"cannot stat {resolved}: {exc.strerror or exc}") from None
-        if not stat.S_ISLNK(st.st_mode):
-            return fs_path, st
-        fs_path = self._fs(self.realpath(path))  # a symlink: followed inside the root
-        try:
-            return fs_path, os.lstat(fs_path)
-        except (FileNotFoundError, NotADirectoryError):
-            raise HostReadError(path, "broken symbolic link") from None
-        except OSError as exc:
-            raise HostReadError(path, exc.strerror or str(exc)) from None
+            return self._fs(resolved), self._lstat(resolved.rpartition("/")[0] or "/", resolved, path)
+        base = self.realpath(parent) if parent else "/"
+        resolved = (base if base != "/" else "") + "/" + leaf
+        st = self._lstat(base, resolved, path)
+        if st is None or not stat.S_ISLNK(st.st_mode):
+            return self._fs(resolved), st
+        resolved = self.realpath(path)  # a symlink: followed inside the root
+        st = self._lstat(resolved.rpartition("/")[0] or "/", resolved, path)
+        if st is None:
+            raise HostReadError(path, "broken symbolic link")
+        return self._fs(resolved), st
 
     # -- files ---------------------------------------------------------------------------------
 
