@@ -12,7 +12,7 @@ Prints one table, measured in this run:
   discovery made (``os.listdir``); ratio = discovery / floor;
 * the process boundary: the same discovery with one third-party backend installed (a
   ``FakeBackend`` under another name, in a temporary distribution), which runs in a forked worker
-  process (``ray_accel_ext.isolate``); the difference is what the boundary costs per backend;
+  process (``ray_accel_ext.node.isolate``); the difference is what the boundary costs per backend;
 * ``ray start --head --block`` wall time until it prints that the node is up, with and without
   ``RAY_START_HOOK=ray_accel_ext.ray_hook.start_hook`` + ``RAY_ACCEL_ROOT=<snapshot>`` (and with
   the third-party backend too), interleaved, each start with its own ``--temp-dir``, a free
@@ -42,9 +42,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import FsHost, open_host
-from ray_accel_ext.registry import load_backends, scan_backends
+from ray_accel_ext.node.discovery import discover
+from ray_accel_ext.node.registry import load_backends, scan_backends
 
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOT = REPO / "tests" / "data" / "hosts" / "nvidia_gpu" / "h100-sxm-8gpu-dgx"

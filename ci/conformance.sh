@@ -31,7 +31,7 @@ suite() {  # suite LABEL BACKEND SNAPSHOTS [XFAILS]
 }
 
 # In-tree backends: every entry point ray-accel-ext itself registers, with tests/data/hosts/<name>.
-for name in $("$PY" -c 'from ray_accel_ext.registry import available_backends as a
+for name in $("$PY" -c 'from ray_accel_ext.node.registry import available_backends as a
 print(" ".join(s.name for s in a() if s.dist.startswith("ray-accel-ext ")))'); do
   suite "$name" "$name" "tests/data/hosts/$name" "ci/xfails/$name.txt"
 done

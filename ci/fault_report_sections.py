@@ -126,7 +126,7 @@ def boundary_section(bench: dict | None) -> list[str]:
         "in native code or a loop that never yields ends or starves the `ray start` process. Only a",
         "process boundary contains those, so a backend that is not this package's own (module outside",
         "`ray_accel_ext.`, or another distribution) runs in a worker process `fork`ed from the discovering",
-        "process (`ray_accel_ext/isolate.py`): its own process group, niced, stdio on `/dev/null`,",
+        "process (`ray_accel_ext/node/isolate.py`): its own process group, niced, stdio on `/dev/null`,",
         "progress and answer as bounded JSON lines on a pipe, the whole group killed at the answer or at",
         "the budget. Fork, not a fresh interpreter: the child already has this package imported (about",
         "10-50 ms per worker on the loaded 2-core machine, against about 600 ms to start and import in a",

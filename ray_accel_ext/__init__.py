@@ -13,8 +13,6 @@ Vendors implement :class:`ray_accel_ext.backend.AcceleratorBackend` in their own
 
 from __future__ import annotations
 
-from .adapter import RayNodeSpec, to_ray_node
-from .discovery import discover
 from .errors import (
     BackendLoadError,
     DescriptionError,
@@ -26,7 +24,9 @@ from .errors import (
 )
 from .host import open_host
 from .model import NodeDescription, NodeInventory
-from .ray_hook import init, node_spec
+from .node.adapter import RayNodeSpec, to_ray_node
+from .node.discovery import discover
+from .node.hook import init, node_spec
 
 __version__ = "0.1.0"
 

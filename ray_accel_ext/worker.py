@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .discovery import discover
 from .errors import DescriptionError, RuntimeTopologyError
-from .handoff import NODE_INVENTORY_ENV
 from .host import host_from_env
 from .model import Device, Fabric, Nic, NodeDescription, NodeInventory
+from .node.discovery import discover
+from .node.handoff import NODE_INVENTORY_ENV
 
 __all__ = ["WorkerTopology", "my_devices", "topology_for", "pin_to_local_cpus", "nccl_env", "node_inventory"]
 

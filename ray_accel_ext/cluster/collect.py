@@ -18,9 +18,9 @@ __all__ = ["InventoryCollector", "gather", "probe_node"]
 
 def probe_node() -> dict[str, Any]:
     """Run discovery on the node this runs on (inside a Ray task); a JSON-able dict."""
-    from ..discovery import discover
     from ..host import host_from_env
     from ..hw.cloud import hostname
+    from ..node.discovery import discover
     from .topology import pcie_paths
 
     host = host_from_env()

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..hw.nics import is_rdma_nic_pci
-from ..registry import families, family_of_pci
+from ..node.registry import families, family_of_pci
 from ..telemetry import emit
 from .nodes import alive_nodes
 
@@ -60,7 +60,7 @@ _MAX_EVENTS = 100
 
 def classify_pci(vendor: str | None, device: str | None, pci_class: str | None) -> str | None:
     """``accelerator``, ``rdma_nic`` or None for a PCI function (``0x10de``, ``0x2330``, ``0x030200``):
-    accelerators by the families the registry knows (:func:`ray_accel_ext.registry.families`)."""
+    accelerators by the families the registry knows (:func:`ray_accel_ext.node.registry.families`)."""
     if family_of_pci(vendor, device, pci_class, _families()) is not None:
         return "accelerator"
     if is_rdma_nic_pci(vendor, device, pci_class):

@@ -15,7 +15,7 @@ from ..labels import (
     is_valid_prefix,
     is_valid_value,
 )
-from ..registry import available_backends, load_backend, validate_backend_class
+from ..node.registry import available_backends, load_backend, validate_backend_class
 from ._core import (
     SuiteTests,
     overridden_tests,

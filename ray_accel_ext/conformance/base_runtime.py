@@ -7,7 +7,6 @@ import os
 
 import pytest
 
-from ..adapter import to_ray_node
 from ..backend import AcceleratorBackend
 from ..labels import (
     PROJECT_PREFIX,
@@ -18,7 +17,8 @@ from ..labels import (
     key_prefix,
 )
 from ..model import NodeInventory
-from ..registry import available_backends
+from ..node.adapter import to_ray_node
+from ..node.registry import available_backends
 from ._core import (
     SuiteTests,
     golden_diff,

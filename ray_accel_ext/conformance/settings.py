@@ -32,7 +32,7 @@ from ..backend import AcceleratorBackend
 from ..errors import BackendLoadError
 from ..host import is_snapshot_dir
 from ..host.snapshot import EXPECTED_FILE
-from ..registry import BackendSpec, available_backends, load_backend
+from ..node.registry import BackendSpec, available_backends, load_backend
 from ..testing.snapshots import snapshot_dirs
 
 __all__ = ["ENV", "REPORT_ENV", "OPTIONS", "SuiteConfig", "Snapshot", "resolve", "parse_xfails", "REFERENCE_SNAPSHOTS"]

@@ -31,11 +31,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..discovery import discover
 from ..errors import HostReadError
 from ..host import MAX_READ_BYTES, open_host
 from ..host.recording import RecordingHost
 from ..host.snapshot import COMMANDS_DIR, EXPECTED_FILE, LIBRARIES_DIR, ROOTFS
+from ..node.discovery import discover
 from .snapshots import serve_snapshot
 
 __all__ = ["KINDS", "Targets", "Variant", "targets_of", "corrupt_copy", "make_variants", "remove_copy"]

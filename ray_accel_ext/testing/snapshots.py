@@ -17,8 +17,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..adapter import RayNodeSpec, to_ray_node
-from ..discovery import discover
 from ..host import FsHost, open_host
 from ..host.snapshot import (
     EXPECTED_FILE,
@@ -29,6 +27,8 @@ from ..host.snapshot import (
     write_json,
 )
 from ..model import NodeInventory
+from ..node.adapter import RayNodeSpec, to_ray_node
+from ..node.discovery import discover
 from ..tools.record import expected_of
 from .fake_metadata import MetadataServers
 

@@ -19,13 +19,13 @@ from typing import Any
 
 from ..backends._sku import NO_LAYOUT_MARK, UNKNOWN_SKU_MARK
 from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, missing_features, ray_version, tested_range_text
-from ..discovery import discover
 from ..errors import HostReadError
 from ..host import FsHost
 from ..host.recording import RecordingHost
 from ..hw.pci import PCI_DEVICES, read_ids
 from ..model import NodeInventory
-from ..registry import DISABLE_ENV, FamilyInfo, disabled_names, families, family_of_pci
+from ..node.discovery import discover
+from ..node.registry import DISABLE_ENV, FamilyInfo, disabled_names, families, family_of_pci
 
 __all__ = ["Finding", "Diagnosis", "diagnose", "explain", "CAUSES"]
 

@@ -27,8 +27,8 @@ from ..host.recording import RecordingHost, redact_strings
 from ..redact import redact
 
 if TYPE_CHECKING:
-    from ..adapter import RayNodeSpec
     from ..model import NodeInventory
+    from ..node.adapter import RayNodeSpec
 
 __all__ = ["record", "expected_of"]
 
@@ -56,8 +56,8 @@ def record(host: FsHost, outdir: str | os.PathLike[str], *, command: list[str] |
     written, i.e. what discovery found on ``host``).
     """
     from .. import __version__
-    from ..adapter import to_ray_node
-    from ..discovery import discover
+    from ..node.adapter import to_ray_node
+    from ..node.discovery import discover
 
     machine = _machine(host)
     rec = RecordingHost(host)

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from ray_accel_ext import skus
-from ray_accel_ext.adapter import to_ray_node
 from ray_accel_ext.backends.amd_gpu import AMDGPUBackend
 from ray_accel_ext.backends.gaudi import GaudiBackend
 from ray_accel_ext.backends.neuron import NeuronBackend
 from ray_accel_ext.backends.nvidia_gpu import NvidiaGPUBackend
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import open_host
+from ray_accel_ext.node.adapter import to_ray_node
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.skus import pciids
 from tests.support.pci_hosts import amd_host, gaudi_host, neuron_host, nvidia_host
 

@@ -16,9 +16,9 @@ from ray_accel_ext.cluster.dashboard.holders import HolderReport
 from ray_accel_ext.cluster.dashboard.metrics import device_samples, parse_exposition
 from ray_accel_ext.cluster.inventory import assemble
 from ray_accel_ext.cluster.topology import pcie_paths
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import open_host
 from ray_accel_ext.model import PATH_CLASSES
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.tools.doctor import CAUSES, explain
 from tests.support.paths import HOSTS
 

@@ -151,21 +151,3 @@ def test_public_api_is_a_visible_diff():
         "the public API changed; if on purpose, rewrite tests/meta/public_api.json with RAY_ACCEL_UPDATE_API=1 and "
         "say so in docs/vendors.md:\n" + json.dumps({k: sorted(set(api.get(k, [])) ^ set(recorded.get(k, []))) for k in set(api) | set(recorded)})
     )
-
-
-@pytest.mark.parametrize("old, new", [("ray_accel_ext.pci", "ray_accel_ext.hw.pci"), ("ray_accel_ext.nics", "ray_accel_ext.hw.nics")])
-def test_moved_vendor_paths_still_work_and_warn(old, new):
-    import subprocess
-    import sys
-
-    code = (
-        "import warnings, importlib; warnings.simplefilter('always')\n"
-        "with warnings.catch_warnings(record=True) as w:\n"
-        f"    old = importlib.import_module({old!r})\n"
-        f"new = importlib.import_module({new!r})\n"
-        "assert all(getattr(old, n) is getattr(new, n) for n in new.__all__)\n"
-        "print([str(x.message) for x in w if issubclass(x.category, DeprecationWarning)])\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert new in out.stdout, out.stdout

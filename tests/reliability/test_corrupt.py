@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from ray_accel_ext.adapter import to_ray_node
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import PASSTHROUGH_ENV, open_host
+from ray_accel_ext.node.adapter import to_ray_node
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.testing.corrupt import KINDS, make_variants, remove_copy, targets_of
 from ray_accel_ext.testing.snapshots import golden_of, serve_snapshot, snapshot_dirs
 from tests.support.paths import HOSTS, REPO
@@ -125,8 +125,8 @@ def test_corrupt_snapshot_variants(snapshot, workdir):
 
 _NOBODY_RUNNER = r"""
 import json, sys, time
-from ray_accel_ext.adapter import to_ray_node
-from ray_accel_ext.discovery import discover
+from ray_accel_ext.node.adapter import to_ray_node
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.host import PASSTHROUGH_ENV, open_host
 out = []
 for path, env in json.loads(sys.stdin.read()):

@@ -28,9 +28,9 @@ from ray_accel_ext.bounds import ascii_uint, bounded_json, setting
 from ray_accel_ext.host import FsHost, open_host
 from ray_accel_ext.host.metadata import MetadataClient
 from ray_accel_ext.host.protocol import Deadline
+from ray_accel_ext.node.registry import scan_backends
 from ray_accel_ext.ray_hook import node_spec
 from ray_accel_ext.redact import redact
-from ray_accel_ext.registry import scan_backends
 from ray_accel_ext.testing.corrupt import remove_copy
 from ray_accel_ext.testing.hostile import (
     HOSTILE_BACKENDS,
@@ -167,7 +167,7 @@ def test_special_files_are_refused_never_opened(kind, tmp_path, caplog):
 _UNPRIVILEGED = """
 import json, sys
 from ray_accel_ext.ray_hook import node_spec
-from ray_accel_ext.discovery import discover_node
+from ray_accel_ext.node.discovery import discover_node
 from ray_accel_ext.host import open_host
 found = discover_node(open_host(sys.argv[1], budget_s=3))
 print(json.dumps({"gpus": sum(len(d.devices) for d in found.inventory.descriptions),

@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from ray._private.parameter import RayParams
 
-from ray_accel_ext.adapter import to_ray_node
 from ray_accel_ext.backends.amd_gpu import kfd
 from ray_accel_ext.backends.neuron.read import parse_core_list, parse_neuron_ls
 from ray_accel_ext.backends.nvidia_gpu import nvml as _nvml
@@ -31,12 +30,13 @@ from ray_accel_ext.backends.tpu.topology import (
     parse_accelerator_type,
     parse_topology,
 )
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.errors import HostReadError, TopologyStringError
 from ray_accel_ext.host import open_host
 from ray_accel_ext.hw.pci import BDF_RE, MAX_CPUS, format_cpulist, parse_cpulist, parse_hex_id
 from ray_accel_ext.labels import sanitize_value
 from ray_accel_ext.model import Device, Fabric, Link, Location, Nic, NicPath, NodeDescription, NodeInventory, Problem, Sku
+from ray_accel_ext.node.adapter import to_ray_node
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.ray_hook import merge_into_params
 from tests.support.paths import HOSTS
 from tests.support.reliability import Results, label_errors

@@ -34,7 +34,6 @@ from ray_accel_ext.cluster.dashboard.document import accelerator_resources
 from ray_accel_ext.cluster.dashboard.holders import HolderReport
 from ray_accel_ext.cluster.inventory import assemble
 from ray_accel_ext.cluster.topology import pcie_paths
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import open_host
 from ray_accel_ext.labels import (
     FABRIC_DOMAIN,
@@ -45,6 +44,7 @@ from ray_accel_ext.labels import (
     TPU_SLICE_NAME,
     TPU_WORKER_ID,
 )
+from ray_accel_ext.node.discovery import discover
 from tests.support.paths import HOSTS
 
 __all__ = ["synthetic_cluster", "snapshot_cluster", "demo_snapshots", "SNAPSHOT_OF"]

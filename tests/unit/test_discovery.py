@@ -9,12 +9,12 @@ import time
 import pytest
 import yaml
 
-from ray_accel_ext.adapter import RayNodeSpec, degraded_spec, to_ray_node
 from ray_accel_ext.backend import AcceleratorBackend
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import FsHost
 from ray_accel_ext.labels import is_valid_key, is_valid_value, sanitize_value
 from ray_accel_ext.model import Device, Fabric, Location, Nic, NicPath, NodeDescription, NodeInventory, Sku
+from ray_accel_ext.node.adapter import RayNodeSpec, degraded_spec, to_ray_node
+from ray_accel_ext.node.discovery import discover
 
 
 class Fixed(AcceleratorBackend):

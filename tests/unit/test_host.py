@@ -198,7 +198,7 @@ def test_recorded_command_and_library(tmp_path):
 
 def test_host_without_a_name_is_degraded_not_merged(tmp_path):
     """Two hosts without a readable name must not silently share one fabric domain."""
-    from ray_accel_ext.discovery import discover
+    from ray_accel_ext.node.discovery import discover
 
     src = HOSTS / "nvidia_gpu/l4-single-pcie"
     snap = tmp_path / "l4"

@@ -4,13 +4,13 @@ are described from recorded snapshots and joined into one inventory."""
 
 from __future__ import annotations
 
-from ray_accel_ext.adapter import to_ray_node
 from ray_accel_ext.backends.gaudi import GaudiBackend
 from ray_accel_ext.backends.nvidia_gpu import NvidiaGPUBackend
 from ray_accel_ext.backends.tpu import TPUBackend
 from ray_accel_ext.host import open_host
 from ray_accel_ext.labels import family_key
 from ray_accel_ext.model import NodeInventory
+from ray_accel_ext.node.adapter import to_ray_node
 from tests.support.paths import HOSTS
 
 

@@ -8,10 +8,10 @@ import textwrap
 import pytest
 
 from ray_accel_ext.backend import AcceleratorBackend
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.errors import BackendLoadError
 from ray_accel_ext.host import FsHost
-from ray_accel_ext.registry import available_backends, load_backend, load_backends, validate_backend_class
+from ray_accel_ext.node.discovery import discover
+from ray_accel_ext.node.registry import available_backends, load_backend, load_backends, validate_backend_class
 
 BACKEND_SRC = '''
 from ray_accel_ext.backend import AcceleratorBackend

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.errors import RuntimeTopologyError
 from ray_accel_ext.host import open_host
 from ray_accel_ext.model import Nic
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.worker import my_devices, nccl_env, pin_to_local_cpus, topology_for
 from tests.support.paths import HOSTS
 

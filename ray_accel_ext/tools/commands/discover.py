@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ...discovery import discover
 from ...hw.pci import format_cpulist
+from ...node.discovery import discover
 from ._common import add_format_option, add_root_option, host_for, print_json, table
 
 

@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ...ray_hook import node_spec
+from ...node.hook import node_spec
 from ._common import add_format_option, add_root_option, print_json
 
 

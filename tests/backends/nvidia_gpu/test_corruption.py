@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import open_host
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.tools.cli import main
 from tests.support.paths import HOSTS
 

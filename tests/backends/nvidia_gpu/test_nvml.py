@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ray_accel_ext.backends.nvidia_gpu import nvml as _nvml
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import open_host
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.tools.cli import main
 from tests.support.paths import HOSTS as ALL_HOSTS
 

@@ -12,8 +12,8 @@ import types
 import pytest
 
 from ray_accel_ext.backends.nvidia_gpu import nvml as _nvml
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import open_host
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.tools.cli import main
 from tests.support.domains import GB200_TRAY, gb200_domain
 

@@ -11,8 +11,8 @@ import pytest
 from ray_accel_ext import skus
 from ray_accel_ext.backends.nvidia_gpu.backend import NvidiaGPUBackend
 from ray_accel_ext.host import open_host
+from ray_accel_ext.node.registry import load_backends
 from ray_accel_ext.ray_hook import node_spec
-from ray_accel_ext.registry import load_backends
 from ray_accel_ext.tools.cli import main
 from tests.support.paths import HOSTS as ALL_HOSTS
 from tests.support.pci_hosts import nvidia_host

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import open_host
 from ray_accel_ext.hw.nics import path_class
 from ray_accel_ext.hw.pci import format_cpulist, read_function
 from ray_accel_ext.model import PATH_CLASSES
+from ray_accel_ext.node.discovery import discover
 from tests.support.paths import HOSTS
 
 SNAPSHOT = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"

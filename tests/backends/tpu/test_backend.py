@@ -10,7 +10,7 @@ import pytest
 from ray_accel_ext.backends._sku import UNKNOWN_SKU_MARK
 from ray_accel_ext.backends.tpu.backend import TPUBackend, parse_tpu_env
 from ray_accel_ext.model import Device
-from ray_accel_ext.registry import load_backends
+from ray_accel_ext.node.registry import load_backends
 from ray_accel_ext.tools.cli import main
 from tests.support.paths import HOSTS
 

@@ -1,4 +1,4 @@
-"""What the start hook hands on (ray_accel_ext.handoff), through the hook itself:
+"""What the start hook hands on (ray_accel_ext.node.handoff), through the hook itself:
 
 * Ray 2.60's own TPU manager, run next on the same snapshot with what the hook wrote into the
   environment, asks the metadata server nothing and labels the node exactly as we do;
@@ -17,8 +17,8 @@ import threading
 import pytest
 from ray._private.parameter import RayParams
 
-from ray_accel_ext.handoff import NODE_INVENTORY_ENV, RAY_NONE
 from ray_accel_ext.model import NodeInventory
+from ray_accel_ext.node.handoff import NODE_INVENTORY_ENV, RAY_NONE
 from ray_accel_ext.ray_hook import start_hook
 from ray_accel_ext.testing.fake_metadata import MetadataServers
 from ray_accel_ext.testing.snapshots import metadata_spec

@@ -10,9 +10,9 @@ import json
 import shutil
 from pathlib import Path
 
-from ray_accel_ext.adapter import to_ray_node
-from ray_accel_ext.discovery import discover
 from ray_accel_ext.host import open_host
+from ray_accel_ext.node.adapter import to_ray_node
+from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.testing.fake_backend import FakeBackend
 from ray_accel_ext.testing.snapshots import golden_of
 

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ..model import NodeInventory
 from .adapter import RayNodeSpec
-from .model import NodeInventory
 from .registry import backend_classes
 
 __all__ = ["cap_to_visible", "visible_count", "capping_variables"]

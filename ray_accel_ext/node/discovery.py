@@ -6,7 +6,7 @@ first entry-point read to the last answer; nothing it starts can make the caller
 * the entry-point scan runs on a daemon thread (a stuck ``site-packages`` read cannot hold it);
 * an in-tree backend is imported, built, and asked ``detect``/``describe`` on its own daemon thread
   (started one after another, see ``_STAGGER_S``); a third-party backend does the same in a forked
-  worker process (:mod:`ray_accel_ext.isolate`), so ``os._exit``, a native crash or a busy loop
+  worker process (:mod:`ray_accel_ext.node.isolate`), so ``os._exit``, a native crash or a busy loop
   ends only that worker;
 * the host checks (entry directories, PCI functions, directories that could not be listed) run on
   a daemon thread too, since any read can block.
@@ -29,15 +29,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backend import AcceleratorBackend
-from .bounds import description_problems
-from .errors import BackendLoadError, DescriptionError, HostReadError
-from .host import FsHost, Host, host_from_env
-from .hw.pci import BDF_RE, PCI_DEVICES
+from ..backend import AcceleratorBackend
+from ..errors import BackendLoadError, DescriptionError, HostReadError
+from ..host import FsHost, Host, host_from_env
+from ..hw.pci import BDF_RE, PCI_DEVICES
+from ..labels import key_prefix
+from ..model import NodeDescription, NodeInventory, Problem
+from ..redact import redact
+from .checks import description_problems
 from .isolate import Worker, can_fork, isolation_mode
-from .labels import key_prefix
-from .model import NodeDescription, NodeInventory, Problem
-from .redact import redact
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message, scan_backends
 
 __all__ = ["discover", "discover_node", "Discovery"]
@@ -356,6 +356,6 @@ def _access_problems(host: Host, already: list[Problem]) -> list[Problem]:
 def _sku_file_problems() -> list[Problem]:
     """Extra SKU files that were skipped (bad JSON, a schema error): the node starts on the
     built-in data and says which file and field (``ray_accel_ext/skus/SCHEMA.md``)."""
-    from . import skus
+    from .. import skus
 
     return [Problem(backend="skus", stage="load", error="SkuFileError", message=line) for line in skus.load_problems()]

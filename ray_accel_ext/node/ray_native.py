@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compat import is_tested_ray
+from ..compat import is_tested_ray
 
 __all__ = ["RayFamilies", "ray_detected", "TIME_LIMIT_S"]
 

@@ -40,8 +40,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .bounds import bounded_json
-from .errors import BackendLoadError
+from ..bounds import bounded_json
+from ..errors import BackendLoadError
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message
 
 __all__ = ["ISOLATION_ENV", "ISOLATION_MODES", "isolation_mode", "can_fork", "Worker"]

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from . import labels as L
-from .labels import (
+from .. import labels as L
+from ..labels import (
     PROJECT_PREFIX,
     RAY_PREFIX,
     TPU_ATTR_ACCELERATOR_TYPE,
@@ -45,8 +45,8 @@ from .labels import (
     ray_tpu_pod_type,
     sanitize_value,
 )
-from .model import SCHEMA_VERSION, NodeDescription, NodeInventory
-from .skus import memory_gib_from_bytes
+from ..model import SCHEMA_VERSION, NodeDescription, NodeInventory
+from ..skus import memory_gib_from_bytes
 
 __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "GPUDIRECT_PATHS"]
 

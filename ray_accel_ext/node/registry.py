@@ -31,10 +31,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 
-from .backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
-from .errors import BackendLoadError
-from .host.regular import special_kind
-from .labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
+from ..backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
+from ..errors import BackendLoadError
+from ..host.regular import special_kind
+from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
 
 __all__ = [
     "ENTRY_POINT_GROUP",

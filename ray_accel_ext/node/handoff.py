@@ -29,9 +29,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from ..labels import TPU_ATTR_ACCELERATOR_TYPE, ray_tpu_pod_type
+from ..model import NodeInventory
 from .adapter import ray_tpu_identity
-from .labels import TPU_ATTR_ACCELERATOR_TYPE, ray_tpu_pod_type
-from .model import NodeInventory
 
 __all__ = ["MAX_INVENTORY_ENV_BYTES", "NODE_INVENTORY_ENV", "RAY_NONE", "inventory_env", "ray_tpu_manager_env"]
 

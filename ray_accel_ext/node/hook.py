@@ -1,0 +1,246 @@
+"""Delivery into Ray at node start.
+
+* ``ray start``: ``RAY_START_HOOK=ray_accel_ext.ray_hook.start_hook``. Ray calls
+  ``start_hook(ray_params, head)`` in the ``ray start`` process just before it starts the node
+  (``ray/scripts/scripts.py``; loaded with ``load_class``, which splits on the last dot).
+* ``ray.init()`` local clusters: :func:`init`, a wrapper that merges the same values into the
+  ``resources=``/``labels=``/``num_gpus=`` arguments.
+
+Both merge with what the user passed, the user's keys winning, and keep the accelerator families
+Ray detects itself and no backend describes (:mod:`.ray_native`). Neither ever makes the node fail:
+any error ends in a node labelled ``rayaccel.io/discovery=degraded`` and a log line with the cause.
+
+Both also hand their findings on through this process's environment (:mod:`.handoff`): Ray's own
+TPU manager, which runs next in the same process, gets the slice it would otherwise ask the
+metadata server for, and every worker process the node starts gets the node's description.
+
+Neither can hang the node start either: discovery runs on a daemon thread that is waited for at
+most the discovery budget plus :data:`HOOK_GRACE_S`; discovery itself returns at the budget
+(:mod:`ray_accel_ext.node.discovery`), so the grace is only ever used by something unforeseen, which
+then ends in a degraded node instead of a stuck ``ray start``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..bounds import setting
+from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, ray_version, tested_range_text
+from ..host import host_from_env, open_host
+from ..host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
+from ..hw.cloud import hostname
+from ..labels import DISCOVERY, is_valid_value
+from ..model import NodeInventory
+from ..redact import redact
+from ..telemetry import discovery_event, emit
+from .adapter import RayNodeSpec, degraded_spec, to_ray_node
+from .discovery import discover_node
+from .handoff import RAY_NONE, inventory_env, ray_tpu_manager_env
+from .ray_native import TIME_LIMIT_S as RAY_NATIVE_LIMIT_S
+from .ray_native import ray_detected
+from .visibility import cap_to_visible
+
+__all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs", "hand_off", "HOOK_GRACE_S"]
+
+log = logging.getLogger("ray_accel_ext")
+
+#: how long past the discovery budget the hook waits for discovery to hand over its answer
+HOOK_GRACE_S = 0.75
+
+
+def _ensure_log_handler() -> None:
+    # `ray start` configures no handler for foreign loggers; make our warnings visible there.
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s -- %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
+def node_spec(
+    root: str | os.PathLike[str] | None = None,
+    *,
+    budget_s: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RayNodeSpec:
+    """Discover this node (``root`` or ``RAY_ACCEL_ROOT``) and return its Ray resources and labels.
+
+    This is exactly what the start hook merges into the node (and what ``ray-accel ray-args``
+    prints). Counts are capped by the process's visible-devices variables (``environ``, default
+    ``os.environ``). Never raises: on an unexpected error the spec is ``degraded_spec()`` and the
+    cause is logged.
+    """
+    return _node(root, budget_s, environ)[1]
+
+
+def _node(root, budget_s, environ) -> tuple[NodeInventory | None, RayNodeSpec, str | None]:
+    """(inventory, spec, host name); inventory None when discovery failed outright or did not
+    finish within the budget plus :data:`HOOK_GRACE_S` (it runs on a daemon thread)."""
+    _ensure_log_handler()
+    environ = os.environ if environ is None else environ
+    if budget_s is None:
+        budget_s = setting(environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(_discover(root, budget_s, environ))
+        except BaseException as exc:  # noqa: BLE001 - the node must start whatever happened here
+            box.append(exc)
+
+    worker = threading.Thread(target=run, name="ray-accel-discovery", daemon=True)
+    worker.start()
+    worker.join(budget_s + HOOK_GRACE_S)
+    if not box:
+        log.error("ray_accel_ext discovery did not finish within its %gs budget (+%gs); starting the node degraded",
+                  budget_s, HOOK_GRACE_S)
+        return None, degraded_spec(), None
+    if isinstance(box[0], BaseException):
+        log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s",
+                  type(box[0]).__name__, redact(_text(box[0])))
+        return None, degraded_spec(), None
+    return box[0]
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        return "<unprintable>"
+
+
+def _discover(root: Any, budget_s: float, environ: Mapping[str, str]) -> tuple[NodeInventory, RayNodeSpec, str | None]:
+    if root is not None:
+        host = open_host(root, environ=environ, budget_s=budget_s)
+    else:
+        host = host_from_env(environ, budget_s=budget_s)
+    found = discover_node(host)
+    inventory = found.inventory
+    spec = cap_to_visible(to_ray_node(inventory), inventory, environ, classes=found.backends)
+    discovery_event(inventory, spec)
+    return inventory, spec, hostname(host)
+
+
+def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) -> dict[str, str]:
+    """Write into ``environ`` (default ``os.environ``) what this process's node start and its
+    workers read instead of asking again (:mod:`.handoff`); returns what was written."""
+    environ = os.environ if environ is None else environ
+    if inventory is None:
+        return {}
+    out = {**ray_tpu_manager_env(inventory, environ, name), **inventory_env(inventory)}
+    for key, value in list(out.items()):
+        # Ray's TPU manager makes a resource of TPU_NAME unchecked: a value that is no valid label
+        # value (a NUL, 140,000 characters) is handed on as Ray's own "none" or this host's name,
+        # never as itself; a NUL cannot be in a process environment at all.
+        if key.startswith("TPU_") and value not in RAY_NONE.values() and not is_valid_value(value):
+            stand_in = RAY_NONE.get(key) or (name if name and is_valid_value(name) else None)
+            if stand_in is None:
+                del out[key]
+            else:
+                out[key] = stand_in
+        elif "\x00" in value:
+            del out[key]
+    environ.update(out)
+    return out
+
+
+def _gpus(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def merge_into_params(ray_params: Any, spec: RayNodeSpec, *, time_limit_s: float = RAY_NATIVE_LIMIT_S) -> None:
+    """Merge ``spec`` into a ``RayParams`` (user-given keys win), keeping the accelerator families
+    Ray detects itself next to ours (:func:`ray_accel_ext.node.ray_native.ray_detected`, given at most
+    ``time_limit_s``)."""
+    if spec.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
+        ray_params.num_gpus = _gpus(spec.num_gpus)
+    resources = dict(spec.custom_resources())
+    resources.update(getattr(ray_params, "resources", None) or {})
+    own = ray_detected(resources, getattr(ray_params, "num_gpus", None), time_limit_s=time_limit_s)
+    for key, value in own.resources.items():
+        resources.setdefault(key, value)
+    if own.num_gpus is not None and getattr(ray_params, "num_gpus", None) is None:
+        ray_params.num_gpus = _gpus(own.num_gpus)
+    ray_params.resources = resources
+    labels = dict(spec.labels)
+    labels.update(getattr(ray_params, "labels", None) or {})
+    ray_params.labels = labels
+
+
+def start_hook(ray_params: Any, head: bool) -> None:
+    """The ``RAY_START_HOOK`` entry point. Never raises; returns within the discovery budget plus
+    one second (discovery's bound, then Ray's own families in what is left of that second)."""
+    started = time.monotonic()
+    try:
+        if not is_supported_ray():
+            _ensure_log_handler()
+            log.warning(
+                "ray_accel_ext supports Ray %d.%d and newer; this is Ray %s, whose RayParams may lack "
+                "resources/labels. The start hook continues.", *MIN_RAY_VERSION, ray_version(),
+            )
+        elif not is_tested_ray():
+            _ensure_log_handler()
+            log.warning(
+                "ray_accel_ext is tested with Ray %s; this is Ray %s. The start hook uses only public "
+                "inputs (RayParams resources/labels/num_gpus) and continues.",
+                tested_range_text(),
+                ray_version(),
+            )
+        budget = setting(os.environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
+        inventory, spec, name = _node(None, budget, None)
+        left = budget + 0.95 - (time.monotonic() - started)
+        merge_into_params(ray_params, spec, time_limit_s=min(RAY_NATIVE_LIMIT_S, max(0.05, left)))
+        handed = hand_off(inventory, name)
+        tpu_env = {k: v for k, v in handed.items() if k.startswith("TPU_")}
+        if tpu_env:
+            log.info("ray_accel_ext: Ray's TPU manager reads %s (no metadata request of its own)", tpu_env)
+        elapsed = time.monotonic() - started
+        log.info(
+            "ray_accel_ext: %s node gets resources %s and %d labels (discovery=%s) in %.2fs",
+            "head" if head else "worker",
+            dict(spec.resources),
+            len(spec.labels),
+            spec.labels.get(DISCOVERY),
+            elapsed,
+        )
+        emit("start_hook", head=head, discovery=spec.labels.get(DISCOVERY), elapsed_ms=round(elapsed * 1000, 2))
+    except Exception as exc:  # noqa: BLE001
+        log.error("ray_accel_ext start hook failed; node starts without accelerator labels: %s", redact(_text(exc)))
+
+
+def merge_into_init_kwargs(kwargs: dict[str, Any], spec: RayNodeSpec) -> dict[str, Any]:
+    """``ray.init`` keyword arguments with ``spec`` merged in (user-given keys win)."""
+    out = dict(kwargs)
+    if spec.num_gpus is not None and out.get("num_gpus") is None:
+        out["num_gpus"] = spec.num_gpus
+    out["resources"] = {**spec.custom_resources(), **(out.get("resources") or {})}
+    own = ray_detected(out["resources"], out.get("num_gpus"))
+    out["resources"] = {**own.resources, **out["resources"]}
+    if own.num_gpus is not None and out.get("num_gpus") is None:
+        out["num_gpus"] = own.num_gpus
+    out["labels"] = {**spec.labels, **(out.get("labels") or {})}
+    return out
+
+
+def init(*args: Any, root: str | os.PathLike[str] | None = None, **kwargs: Any):
+    """``ray.init`` for a local cluster, with this node's accelerator resources and labels.
+
+    When ``address`` names an existing cluster, Ray does not accept node resources or labels;
+    the call is passed through unchanged and the node's own start path (``RAY_START_HOOK``)
+    is what labels it.
+    """
+    import ray
+
+    address = kwargs.get("address", args[0] if args else None)
+    if address not in (None, "local"):
+        log.info("ray_accel_ext.init: connecting to %s; node labels come from that node's start hook", address)
+        return ray.init(*args, **kwargs)
+    inventory, spec, name = _node(root, None, None)
+    hand_off(inventory, name)
+    return ray.init(*args, **merge_into_init_kwargs(kwargs, spec))
