@@ -35,11 +35,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..bounds import setting
 from ..errors import CommandError, HostReadError
 from . import snapshot as _snapshot
 from .metadata import MetadataClient
-from .protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S, MAX_READ_BYTES, ROOT_ENV, Deadline
+from .protocol import MAX_READ_BYTES, ROOT_ENV, Deadline
 from .regular import SpecialFile, read_regular
 from .walk import InRootWalk, LinkLoop
 
@@ -56,14 +55,15 @@ class FsHost:
         env: Mapping[str, str] | None = None,
         budget_s: float | None = None,
         snapshot_dir: str | os.PathLike[str] | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.snapshot_dir = Path(snapshot_dir).resolve() if snapshot_dir is not None else None
         self.live = str(self.root) == "/" and self.snapshot_dir is None
         self.env = MappingProxyType(dict(os.environ if env is None else env))
-        if budget_s is None:
-            budget_s = setting(self.env, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
-        self.deadline = Deadline(budget_s)
+        if deadline is None:
+            deadline = Deadline(budget_s) if budget_s is not None else Deadline.from_env(self.env)
+        self.deadline = deadline
         self.metadata = MetadataClient(self.env, self.deadline, live=self.live)
         self._resolved: dict[str, str] = {}
         # Canonical host paths already seen by lstat to be no symlink: later walks through the
@@ -370,25 +370,28 @@ def open_host(
     *,
     environ: Mapping[str, str] | None = None,
     budget_s: float | None = None,
+    deadline: Deadline | None = None,
 ) -> FsHost:
     """The host discovery should read.
 
     ``root`` None means the live machine. A snapshot directory gives its recorded environment
     (``env.json``) plus the pass-through variables of ``environ``; a plain directory gives
-    ``environ`` unchanged.
+    ``environ`` unchanged. ``deadline`` (the node path's one deadline) wins over ``budget_s``.
     """
     environ = os.environ if environ is None else environ
     if root is None or str(root) in ("", "/"):
-        return FsHost("/", env=environ, budget_s=budget_s)
+        return FsHost("/", env=environ, budget_s=budget_s, deadline=deadline)
     if not Path(root).is_dir():
         raise HostReadError(str(root), "host root is not a directory")
     if _snapshot.is_snapshot_dir(root):
         env = _snapshot.snapshot_env(root, environ)
-        return FsHost(Path(root) / _snapshot.ROOTFS, env=env, budget_s=budget_s, snapshot_dir=root)
-    return FsHost(root, env=environ, budget_s=budget_s)
+        return FsHost(Path(root) / _snapshot.ROOTFS, env=env, budget_s=budget_s, snapshot_dir=root, deadline=deadline)
+    return FsHost(root, env=environ, budget_s=budget_s, deadline=deadline)
 
 
-def host_from_env(environ: Mapping[str, str] | None = None, *, budget_s: float | None = None) -> FsHost:
+def host_from_env(
+    environ: Mapping[str, str] | None = None, *, budget_s: float | None = None, deadline: Deadline | None = None
+) -> FsHost:
     """The host named by ``RAY_ACCEL_ROOT`` (the live machine when unset)."""
     environ = os.environ if environ is None else environ
-    return open_host(environ.get(ROOT_ENV) or None, environ=environ, budget_s=budget_s)
+    return open_host(environ.get(ROOT_ENV) or None, environ=environ, budget_s=budget_s, deadline=deadline)

@@ -12,12 +12,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..bounds import setting
+
 if TYPE_CHECKING:
     from .metadata import MetadataClient
 
 __all__ = [
     "Host",
     "Deadline",
+    "budget_from_env",
     "ROOT_ENV",
     "BUDGET_ENV",
     "DEFAULT_BUDGET_S",
@@ -51,14 +54,33 @@ PASSTHROUGH_ENV = (
 )
 
 
+def budget_from_env(env: Mapping[str, str]) -> float:
+    """The discovery budget ``RAY_ACCEL_BUDGET_S`` names (default :data:`DEFAULT_BUDGET_S`; a
+    value outside ``(0, MAX_BUDGET_S]`` is refused with a warning and the default used)."""
+    return setting(env, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
+
+
 class Deadline:
-    """A point in time after which discovery stops waiting for anything."""
+    """A point in time after which discovery stops waiting for anything.
+
+    The node path resolves its budget once (:meth:`from_env`) and hands this one object to every
+    step: the host, discovery, the hook's wait and Ray's own families."""
 
     __slots__ = ("budget_s", "_end")
 
     def __init__(self, budget_s: float) -> None:
         self.budget_s = budget_s
         self._end = time.monotonic() + budget_s
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "Deadline":
+        """A deadline of the budget ``env`` names, starting now."""
+        return cls(budget_from_env(env))
+
+    @property
+    def end(self) -> float:
+        """The deadline as a ``time.monotonic()`` value."""
+        return self._end
 
     def remaining(self) -> float:
         return max(0.0, self._end - time.monotonic())

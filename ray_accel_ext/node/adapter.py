@@ -48,7 +48,7 @@ from ..labels import (
 from ..model import SCHEMA_VERSION, NodeDescription, NodeInventory
 from ..skus import memory_gib_from_bytes
 
-__all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "GPUDIRECT_PATHS"]
+__all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "ray_tpu_identity", "GPUDIRECT_PATHS"]
 
 # A device "has GPUDirect" when its nearest NIC sits behind the same PCIe switch.
 GPUDIRECT_PATHS = ("PIX", "PXB")

@@ -5,7 +5,7 @@ first entry-point read to the last answer; nothing it starts can make the caller
 
 * the entry-point scan runs on a daemon thread (a stuck ``site-packages`` read cannot hold it);
 * an in-tree backend is imported, built, and asked ``detect``/``describe`` on its own daemon thread
-  (started one after another, see ``_STAGGER_S``); a third-party backend does the same in a forked
+  (started one after another, :data:`~.envelope.STAGGER_S` apart at most); a third-party backend does the same in a forked
   worker process (:mod:`ray_accel_ext.node.isolate`), so ``os._exit``, a native crash or a busy loop
   ends only that worker;
 * the host checks (entry directories, PCI functions, directories that could not be listed) run on
@@ -37,6 +37,7 @@ from ..labels import key_prefix
 from ..model import NodeDescription, NodeInventory, Problem
 from ..redact import redact
 from .checks import description_problems
+from .envelope import STAGGER_S, join_ends
 from .isolate import Worker, can_fork, isolation_mode
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message, scan_backends
 
@@ -44,12 +45,6 @@ __all__ = ["discover", "discover_node", "Discovery"]
 
 log = logging.getLogger("ray_accel_ext")
 
-# Grace past the budget for threads that are about to finish; the budget itself is the bound.
-_JOIN_GRACE_S = 0.05
-# Workers are killed by their supervising thread at the deadline; killing and reaping takes a
-# few milliseconds, more on a loaded machine.
-_WORKER_GRACE_S = 0.25
-_STAGGER_S = 0.25
 _MAX_MESSAGE = 1000
 _HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,6}")
 # Directories the backends' detect() start from. detect() never raises, so one that exists but
@@ -182,52 +177,81 @@ def discover_node(host: Host | None = None, *, backends: Sequence[AcceleratorBac
     started = time.perf_counter()
     host = host if host is not None else host_from_env()
     problems: list[Problem] = []
-    tasks: list[Any] = []
-    if backends is None:
-        specs = _scan(host, problems)
-        mode = isolation_mode(host.env)
-        fork = can_fork() and isinstance(host, FsHost) and mode != "none"
-        # Workers first, from this thread, before any thread of ours runs (isolate's module doc).
-        for spec in specs:
-            if fork and (mode == "all" or not spec.in_tree):
-                try:
-                    tasks.append(_Isolated(host, spec))
-                    continue
-                except OSError as exc:  # no fork possible (process limit): in a thread instead
-                    log.warning("ray_accel_ext: no worker process for %s (%s); running it in a thread", spec.name, exc)
-            tasks.append(_InProcess(host, spec=spec))
-    else:
-        tasks = [_InProcess(host, backend=b) for b in backends]
-
-    for task in tasks:
-        if isinstance(task, _Isolated):
-            task.thread.start()
-    for task in tasks:
-        if isinstance(task, _InProcess):
-            task.thread.start()
-            # Staggered: the next backend starts when this one is done or has had _STAGGER_S.
-            # Backends mostly read the same sysfs files, and running them all at once tripled
-            # discovery time through GIL hand-offs (8 ms sequential vs 20-25 ms threaded on the
-            # 8x H100 snapshot); a slow or hung backend delays the others by at most _STAGGER_S.
-            task.thread.join(min(_STAGGER_S, host.deadline.remaining()))
+    tasks = _tasks(host, problems) if backends is None else [_InProcess(host, backend=b) for b in backends]
+    _start(tasks, host)
     host_found: list[Problem] = []
+
     def check_host() -> None:
         host_found.extend(_host_problems(host))
         host_found.extend(_sku_file_problems())  # may read extra SKU files: on this thread too
 
     checker = threading.Thread(target=check_host, name="ray-accel-host-checks", daemon=True)
     checker.start()
+    _join(tasks, checker, host)
+    descriptions, declared = _answers(tasks, problems)
+    if checker.is_alive():
+        problems.append(Problem(backend="host", stage="budget", error="TimeoutError",
+                                message=f"the host checks (PCI functions, device directories) were still reading after "
+                                        f"the {host.deadline.budget_s:g}s discovery budget; abandoned"))
+    problems.extend(list(host_found))
+    problems.extend(_access_problems(host, problems))
+    inventory = NodeInventory(
+        descriptions=tuple(descriptions),
+        problems=tuple(dataclasses.replace(p, message=_clean(p.message)) for p in problems),
+        elapsed_s=time.perf_counter() - started,
+    )
+    for reason in inventory.reasons():
+        log.warning("ray_accel_ext discovery degraded: %s", reason)
+    return Discovery(inventory, declared)
 
-    # One end for all the joins (a join per task with its own grace would add up).
-    now = time.monotonic()
-    ends = {True: now + host.deadline.remaining() + _WORKER_GRACE_S, False: now + host.deadline.remaining() + _JOIN_GRACE_S}
+
+def _tasks(host: Host, problems: list[Problem]) -> list[Any]:
+    """A task per enabled backend: third-party ones (all, in ``all`` mode) in a worker process."""
+    tasks: list[Any] = []
+    mode = isolation_mode(host.env)
+    fork = can_fork() and isinstance(host, FsHost) and mode != "none"
+    # Workers first, from this thread, before any thread of ours runs (isolate's module doc).
+    for spec in _scan(host, problems):
+        if fork and (mode == "all" or not spec.in_tree):
+            try:
+                tasks.append(_Isolated(host, spec))
+                continue
+            except OSError as exc:  # no fork possible (process limit): in a thread instead
+                log.warning("ray_accel_ext: no worker process for %s (%s); running it in a thread", spec.name, exc)
+        tasks.append(_InProcess(host, spec=spec))
+    return tasks
+
+
+def _start(tasks: list[Any], host: Host) -> None:
     for task in tasks:
-        task.thread.join(max(0.0, ends[isinstance(task, _Isolated)] - time.monotonic()))
-    checker.join(max(0.0, ends[False] - time.monotonic()))
+        if isinstance(task, _Isolated):
+            task.thread.start()
+    for task in tasks:
+        if isinstance(task, _InProcess):
+            task.thread.start()
+            # Staggered: the next backend starts when this one is done or has had STAGGER_S.
+            # Backends mostly read the same sysfs files, and running them all at once tripled
+            # discovery time through GIL hand-offs (8 ms sequential vs 20-25 ms threaded on the
+            # 8x H100 snapshot); a slow or hung backend delays the others by at most STAGGER_S.
+            task.thread.join(min(STAGGER_S, host.deadline.remaining()))
+
+
+def _join(tasks: list[Any], checker: threading.Thread, host: Host) -> None:
+    """Wait for every task and the host checks up to one end (a join per task with its own grace
+    would add up); kill the workers still running then."""
+    in_process_end, worker_end = join_ends(host.deadline)
+    for task in tasks:
+        end = worker_end if isinstance(task, _Isolated) else in_process_end
+        task.thread.join(max(0.0, end - time.monotonic()))
+    checker.join(max(0.0, in_process_end - time.monotonic()))
     for task in tasks:
         if isinstance(task, _Isolated) and task.thread.is_alive():
             task.worker.kill_now()
 
+
+def _answers(tasks: list[Any], problems: list[Problem]) -> tuple[list[NodeDescription], dict[str, BackendInfo]]:
+    """The checked descriptions and the declarations of the backends that gave one; every failure
+    appended to ``problems``."""
     descriptions: list[NodeDescription] = []
     declared: dict[str, BackendInfo] = {}
     for task in tasks:
@@ -243,21 +267,7 @@ def discover_node(host: Host | None = None, *, backends: Sequence[AcceleratorBac
         if desc is not None:
             descriptions.append(desc)
             declared[task.name] = task.info
-    if checker.is_alive():
-        problems.append(Problem(backend="host", stage="budget", error="TimeoutError",
-                                message=f"the host checks (PCI functions, device directories) were still reading after "
-                                        f"the {host.deadline.budget_s:g}s discovery budget; abandoned"))
-    problems.extend(list(host_found))
-    problems.extend(_access_problems(host, problems))
-
-    inventory = NodeInventory(
-        descriptions=tuple(descriptions),
-        problems=tuple(dataclasses.replace(p, message=_clean(p.message)) for p in problems),
-        elapsed_s=time.perf_counter() - started,
-    )
-    for reason in inventory.reasons():
-        log.warning("ray_accel_ext discovery degraded: %s", reason)
-    return Discovery(inventory, declared)
+    return descriptions, declared
 
 
 def _clean(message: str) -> str:

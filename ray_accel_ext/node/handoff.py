@@ -29,11 +29,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from ..labels import TPU_ATTR_ACCELERATOR_TYPE, ray_tpu_pod_type
+from ..labels import TPU_ATTR_ACCELERATOR_TYPE, is_valid_value, ray_tpu_pod_type
 from ..model import NodeInventory
-from .adapter import ray_tpu_identity
 
-__all__ = ["MAX_INVENTORY_ENV_BYTES", "NODE_INVENTORY_ENV", "RAY_NONE", "inventory_env", "ray_tpu_manager_env"]
+__all__ = ["MAX_INVENTORY_ENV_BYTES", "NODE_INVENTORY_ENV", "RAY_NONE", "inventory_env", "node_env", "ray_tpu_manager_env"]
 
 NODE_INVENTORY_ENV = "RAY_ACCEL_NODE_INVENTORY"
 # Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN); stay well under it.
@@ -45,13 +44,15 @@ RAY_NONE = {"TPU_ACCELERATOR_TYPE": "none", "TPU_WORKER_ID": "none", "TPU_TOPOLO
 _SKIP_MDS = ("1", "true", "yes")
 
 
-def ray_tpu_manager_env(inventory: NodeInventory, environ: Mapping[str, str], hostname: str | None) -> dict[str, str]:
+def ray_tpu_manager_env(
+    inventory: NodeInventory, ident: Mapping[str, str], environ: Mapping[str, str], hostname: str | None
+) -> dict[str, str]:
     """The variables to set so Ray's TPU manager reads this node's slice instead of asking the
-    metadata server; empty on a node without TPU chips."""
+    metadata server; empty on a node without TPU chips. ``ident`` is the slice identity the node
+    start computed with Ray's view of the node (``node.adapter.ray_tpu_identity``)."""
     desc = next((d for d in inventory.descriptions if d.resource_name == "TPU" and d.devices), None)
     if desc is None:
         return {}
-    ident = ray_tpu_identity(desc)
     raw_type = desc.fabric.product if desc.fabric is not None else desc.attributes.get(TPU_ATTR_ACCELERATOR_TYPE)
     ours = {
         "TPU_ACCELERATOR_TYPE": raw_type if ray_tpu_pod_type(raw_type) else None,
@@ -76,3 +77,24 @@ def inventory_env(inventory: NodeInventory) -> dict[str, str]:
     environment variable (workers then describe the node themselves, without metadata)."""
     text = json.dumps(inventory.to_dict(), separators=(",", ":"), sort_keys=True)
     return {NODE_INVENTORY_ENV: text} if len(text.encode()) <= MAX_INVENTORY_ENV_BYTES else {}
+
+
+def node_env(
+    inventory: NodeInventory, ident: Mapping[str, str], environ: Mapping[str, str], hostname: str | None
+) -> dict[str, str]:
+    """Everything the node start hands on: Ray's TPU manager's variables and the description,
+    each a value a process environment can hold."""
+    out = {**ray_tpu_manager_env(inventory, ident, environ, hostname), **inventory_env(inventory)}
+    for key, value in list(out.items()):
+        # Ray's TPU manager makes a resource of TPU_NAME unchecked: a value that is no valid label
+        # value (a NUL, 140,000 characters) is handed on as Ray's own "none" or this host's name,
+        # never as itself; a NUL cannot be in a process environment at all.
+        if key.startswith("TPU_") and value not in RAY_NONE.values() and not is_valid_value(value):
+            stand_in = RAY_NONE.get(key) or (hostname if hostname and is_valid_value(hostname) else None)
+            if stand_in is None:
+                del out[key]
+            else:
+                out[key] = stand_in
+        elif "\x00" in value:
+            del out[key]
+    return out

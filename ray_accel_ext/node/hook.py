@@ -14,10 +14,18 @@ Both also hand their findings on through this process's environment (:mod:`.hand
 TPU manager, which runs next in the same process, gets the slice it would otherwise ask the
 metadata server for, and every worker process the node starts gets the node's description.
 
-Neither can hang the node start either: discovery runs on a daemon thread that is waited for at
-most the discovery budget plus :data:`HOOK_GRACE_S`; discovery itself returns at the budget
-(:mod:`ray_accel_ext.node.discovery`), so the grace is only ever used by something unforeseen, which
-then ends in a degraded node instead of a stuck ``ray start``.
+Neither can hang the node start either: the budget is resolved once into one deadline
+(:mod:`.envelope`) that every step receives; discovery runs on a daemon thread that is waited for
+at most the deadline plus :data:`~.envelope.HOOK_GRACE_S`; discovery itself returns at the
+deadline (:mod:`.discovery`), so the grace is only ever used by something unforeseen, which then
+ends in a degraded node instead of a stuck ``ray start``.
+
+The walk of one description: :func:`_discover` opens the host with the deadline, runs
+:func:`~.discovery.discover_node` (registry, isolation, checks), turns the inventory into Ray's
+view (:func:`~.adapter.to_ray_node`, capped by :func:`~.visibility.cap_to_visible` with the
+declarations discovery carried) and keeps the TPU identity next to it (:class:`NodeStart`);
+:func:`start_hook` merges the spec into ``RayParams`` with Ray's own families
+(:mod:`.ray_native`) and hands the rest on (:mod:`.handoff`).
 """
 
 from __future__ import annotations
@@ -28,21 +36,21 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..bounds import setting
 from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, ray_version, tested_range_text
 from ..host import host_from_env, open_host
-from ..host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
+from ..host.protocol import Deadline
 from ..hw.cloud import hostname
-from ..labels import DISCOVERY, is_valid_value
+from ..labels import DISCOVERY
 from ..model import NodeInventory
 from ..redact import redact
 from ..telemetry import discovery_event, emit
-from .adapter import RayNodeSpec, degraded_spec, to_ray_node
+from .adapter import RayNodeSpec, degraded_spec, ray_tpu_identity, to_ray_node
 from .discovery import discover_node
-from .handoff import RAY_NONE, inventory_env, ray_tpu_manager_env
-from .ray_native import TIME_LIMIT_S as RAY_NATIVE_LIMIT_S
+from .envelope import HOOK_GRACE_S, RAY_NATIVE_LIMIT_S, answer_wait, ray_native_limit, start_deadline
+from .handoff import node_env
 from .ray_native import ray_detected
 from .visibility import cap_to_visible
 
@@ -50,8 +58,20 @@ __all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_i
 
 log = logging.getLogger("ray_accel_ext")
 
-#: how long past the discovery budget the hook waits for discovery to hand over its answer
-HOOK_GRACE_S = 0.75
+
+@dataclass(frozen=True)
+class NodeStart:
+    """One node start's findings, each computed once on the way: the inventory (None when
+    discovery failed outright or did not answer in time), Ray's view of it, this host's name and
+    the slice identity Ray's TPU manager is handed (:mod:`.handoff`)."""
+
+    inventory: NodeInventory | None
+    spec: RayNodeSpec
+    hostname: str | None = None
+    tpu_identity: Mapping[str, str] = field(default_factory=dict)
+
+
+_FAILED = NodeStart(None, degraded_spec())
 
 
 def _ensure_log_handler() -> None:
@@ -76,35 +96,32 @@ def node_spec(
     ``os.environ``). Never raises: on an unexpected error the spec is ``degraded_spec()`` and the
     cause is logged.
     """
-    return _node(root, budget_s, environ)[1]
-
-
-def _node(root, budget_s, environ) -> tuple[NodeInventory | None, RayNodeSpec, str | None]:
-    """(inventory, spec, host name); inventory None when discovery failed outright or did not
-    finish within the budget plus :data:`HOOK_GRACE_S` (it runs on a daemon thread)."""
-    _ensure_log_handler()
     environ = os.environ if environ is None else environ
-    if budget_s is None:
-        budget_s = setting(environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
+    return _node(root, start_deadline(environ, budget_s), environ).spec
+
+
+def _node(root: Any, deadline: Deadline, environ: Mapping[str, str]) -> NodeStart:
+    """Discovery on a daemon thread, waited for until the deadline plus :data:`HOOK_GRACE_S`."""
+    _ensure_log_handler()
     box: list[Any] = []
 
     def run() -> None:
         try:
-            box.append(_discover(root, budget_s, environ))
+            box.append(_discover(root, deadline, environ))
         except BaseException as exc:  # noqa: BLE001 - the node must start whatever happened here
             box.append(exc)
 
     worker = threading.Thread(target=run, name="ray-accel-discovery", daemon=True)
     worker.start()
-    worker.join(budget_s + HOOK_GRACE_S)
+    worker.join(answer_wait(deadline))
     if not box:
         log.error("ray_accel_ext discovery did not finish within its %gs budget (+%gs); starting the node degraded",
-                  budget_s, HOOK_GRACE_S)
-        return None, degraded_spec(), None
+                  deadline.budget_s, HOOK_GRACE_S)
+        return _FAILED
     if isinstance(box[0], BaseException):
         log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s",
                   type(box[0]).__name__, redact(_text(box[0])))
-        return None, degraded_spec(), None
+        return _FAILED
     return box[0]
 
 
@@ -115,37 +132,32 @@ def _text(exc: BaseException) -> str:
         return "<unprintable>"
 
 
-def _discover(root: Any, budget_s: float, environ: Mapping[str, str]) -> tuple[NodeInventory, RayNodeSpec, str | None]:
+def _discover(root: Any, deadline: Deadline, environ: Mapping[str, str]) -> NodeStart:
     if root is not None:
-        host = open_host(root, environ=environ, budget_s=budget_s)
+        host = open_host(root, environ=environ, deadline=deadline)
     else:
-        host = host_from_env(environ, budget_s=budget_s)
+        host = host_from_env(environ, deadline=deadline)
     found = discover_node(host)
     inventory = found.inventory
-    spec = cap_to_visible(to_ray_node(inventory), inventory, environ, classes=found.backends)
+    spec = cap_to_visible(to_ray_node(inventory), inventory, environ, found.backends)
     discovery_event(inventory, spec)
-    return inventory, spec, hostname(host)
+    tpu = next((d for d in inventory.descriptions if d.resource_name == "TPU" and d.devices), None)
+    return NodeStart(inventory, spec, hostname(host), ray_tpu_identity(tpu) if tpu is not None else {})
 
 
-def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) -> dict[str, str]:
+def hand_off(
+    inventory: NodeInventory | None, name: str | None, environ=None, *, tpu_identity: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Write into ``environ`` (default ``os.environ``) what this process's node start and its
-    workers read instead of asking again (:mod:`.handoff`); returns what was written."""
+    workers read instead of asking again (:mod:`.handoff`); returns what was written.
+    ``tpu_identity`` is the slice identity the node start computed (:class:`NodeStart`)."""
     environ = os.environ if environ is None else environ
     if inventory is None:
         return {}
-    out = {**ray_tpu_manager_env(inventory, environ, name), **inventory_env(inventory)}
-    for key, value in list(out.items()):
-        # Ray's TPU manager makes a resource of TPU_NAME unchecked: a value that is no valid label
-        # value (a NUL, 140,000 characters) is handed on as Ray's own "none" or this host's name,
-        # never as itself; a NUL cannot be in a process environment at all.
-        if key.startswith("TPU_") and value not in RAY_NONE.values() and not is_valid_value(value):
-            stand_in = RAY_NONE.get(key) or (name if name and is_valid_value(name) else None)
-            if stand_in is None:
-                del out[key]
-            else:
-                out[key] = stand_in
-        elif "\x00" in value:
-            del out[key]
+    if tpu_identity is None:
+        tpu = next((d for d in inventory.descriptions if d.resource_name == "TPU" and d.devices), None)
+        tpu_identity = ray_tpu_identity(tpu) if tpu is not None else {}
+    out = node_env(inventory, tpu_identity, environ, name)
     environ.update(out)
     return out
 
@@ -192,11 +204,11 @@ def start_hook(ray_params: Any, head: bool) -> None:
                 tested_range_text(),
                 ray_version(),
             )
-        budget = setting(os.environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
-        inventory, spec, name = _node(None, budget, None)
-        left = budget + 0.95 - (time.monotonic() - started)
-        merge_into_params(ray_params, spec, time_limit_s=min(RAY_NATIVE_LIMIT_S, max(0.05, left)))
-        handed = hand_off(inventory, name)
+        deadline = start_deadline(os.environ)
+        found = _node(None, deadline, os.environ)
+        spec = found.spec
+        merge_into_params(ray_params, spec, time_limit_s=ray_native_limit(deadline))
+        handed = hand_off(found.inventory, found.hostname, tpu_identity=found.tpu_identity)
         tpu_env = {k: v for k, v in handed.items() if k.startswith("TPU_")}
         if tpu_env:
             log.info("ray_accel_ext: Ray's TPU manager reads %s (no metadata request of its own)", tpu_env)
@@ -241,6 +253,6 @@ def init(*args: Any, root: str | os.PathLike[str] | None = None, **kwargs: Any):
     if address not in (None, "local"):
         log.info("ray_accel_ext.init: connecting to %s; node labels come from that node's start hook", address)
         return ray.init(*args, **kwargs)
-    inventory, spec, name = _node(root, None, None)
-    hand_off(inventory, name)
-    return ray.init(*args, **merge_into_init_kwargs(kwargs, spec))
+    found = _node(root, start_deadline(os.environ), os.environ)
+    hand_off(found.inventory, found.hostname, tpu_identity=found.tpu_identity)
+    return ray.init(*args, **merge_into_init_kwargs(kwargs, found.spec))

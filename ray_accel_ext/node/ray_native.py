@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..compat import is_tested_ray
+from .envelope import RAY_NATIVE_LIMIT_S
 
 __all__ = ["RayFamilies", "ray_detected", "TIME_LIMIT_S"]
 
 log = logging.getLogger("ray_accel_ext")
 
-TIME_LIMIT_S = 2.0
+TIME_LIMIT_S = RAY_NATIVE_LIMIT_S  # the node envelope owns the number
 _RESERVED = ("CPU", "memory", "object_store_memory")
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from ..model import NodeInventory
 from .adapter import RayNodeSpec
-from .registry import backend_classes
 
 __all__ = ["cap_to_visible", "visible_count", "capping_variables"]
 
@@ -26,12 +25,10 @@ def visible_count(value: str) -> int:
     return 0 if value in ("", "NoDevFiles") else len(value.split(","))
 
 
-def capping_variables(
-    inventory: NodeInventory, env: Mapping[str, str] | None = None, classes: Mapping[str, Any] | None = None
-) -> dict[str, tuple[str, ...]]:
+def capping_variables(inventory: NodeInventory, classes: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     """Ray resource name -> the variables that cap it, from the backends that described the node
-    (``classes``: their declarations by name, as discovery returns them; default: the registry's)."""
-    classes = backend_classes(env) if classes is None else classes
+    (``classes``: their declarations by name, as discovery carries them in
+    :attr:`~.discovery.Discovery.backends`; nothing is asked of the registry again)."""
     out: dict[str, tuple[str, ...]] = {}
     for desc in inventory.descriptions:
         cls = classes.get(desc.backend)
@@ -44,11 +41,11 @@ def capping_variables(
 
 
 def cap_to_visible(
-    spec: RayNodeSpec, inventory: NodeInventory, environ: Mapping[str, str], classes: Mapping[str, Any] | None = None
+    spec: RayNodeSpec, inventory: NodeInventory, environ: Mapping[str, str], classes: Mapping[str, Any]
 ) -> RayNodeSpec:
     """``spec`` with accelerator counts cut to what the process's visible-devices variables allow."""
     resources = dict(spec.resources)
-    for name, variables in capping_variables(inventory, environ, classes).items():
+    for name, variables in capping_variables(inventory, classes).items():
         if name not in resources:
             continue
         limits = [visible_count(environ[v]) for v in variables if v in environ]
