@@ -63,7 +63,22 @@ def _global_options(parser: argparse.ArgumentParser, *, default) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", default=default, help="log discovery details to stderr")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_in(argv: list[str]) -> str | None:
+    """The subcommand module ``argv`` names (``ray-args`` -> ``ray_args``), when its first word
+    that is no option is one; None for ``--help``, ``--version`` or a mistyped command."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            name = word.replace("-", "_")
+            return name if name in COMMANDS else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``ray-accel`` parser; ``only`` (a name of :data:`COMMANDS`) registers that subcommand
+    alone, so that running it imports none of the others (``ray-args`` on the node-start path
+    imports no dashboard, cluster, doctor or conformance module)."""
     parser = argparse.ArgumentParser(
         prog="ray-accel",
         description="Find this node's accelerators and how they are wired, and hand that to Ray.",
@@ -72,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _global_options(parser, default=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
+    for name in (only,) if only else COMMANDS:
         importlib.import_module(f"ray_accel_ext.tools.commands.{name}").register(sub)
     for command in sub.choices.values():
         command.description = plain_text(command.description)
@@ -90,7 +105,8 @@ def _missing_ray(exc: ImportError) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=_command_in(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.ERROR,
