@@ -16,6 +16,8 @@ request limit. ``RAY_ACCEL_EC2_API_ENDPOINT`` redirects the call (tests point it
 :mod:`ray_accel_ext.testing.fake_ec2`). Without boto3 or credentials the feature is simply
 unavailable: :func:`describe_instance_topology` returns None. Calls are bounded by a timeout and
 made once, without retries; API errors raise :class:`~ray_accel_ext.errors.ProviderError`.
+An answer is kept for the instance's current boot (:mod:`.topology_cache`): a node restarted on
+the same boot imports no boto3 and makes no call.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ..errors import (
 )
 from ..host import Host
 from ..model import Location
+from . import topology_cache
 
 __all__ = [
     "ENABLE_ENV", "ENDPOINT_ENV", "InstanceTopology", "enabled", "boto3_available", "describe_instance_topology",
@@ -146,6 +149,9 @@ def with_network_topology(host: Host, location: Location, problems: list[str]) -
     (``RAY_ACCEL_AWS_TOPOLOGY=1``); what went wrong goes into ``problems``, never raised."""
     if not enabled(host.env):
         return location
+    kept = _kept(host, location)
+    if kept is not None:
+        return kept
     if not boto3_available():
         problems.append(f"{ENABLE_ENV} is set but boto3 (the [aws] extra) is not installed")
         return location
@@ -190,4 +196,25 @@ def with_network_topology(host: Host, location: Location, problems: list[str]) -
     if not isinstance(topo, InstanceTopology):
         return location
     cluster, block, rack = topo.levels()
+    topology_cache.store(host, host.env, _CACHE_KIND, topo.instance_id, {"region": location.region,
+                                                                       "network_nodes": list(topo.network_nodes)})
+    return dataclasses.replace(location, cluster=cluster, block=block, rack=rack)
+
+
+_CACHE_KIND = "ec2-topology"
+
+
+def _kept(host: Host, location: Location) -> Location | None:
+    """``location`` with the levels kept from this boot's earlier answer, if there is one."""
+    try:
+        instance_id = (host.metadata.imds("instance-id") or "").strip()
+    except ProviderError:
+        return None  # asked again below, and reported there
+    value = topology_cache.load(host, host.env, _CACHE_KIND, instance_id) if instance_id else None
+    if not isinstance(value, dict) or value.get("region") != location.region:
+        return None
+    nodes = value.get("network_nodes")
+    if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+        return None
+    cluster, block, rack = InstanceTopology(instance_id, tuple(nodes)).levels()
     return dataclasses.replace(location, cluster=cluster, block=block, rack=rack)

@@ -63,3 +63,40 @@ def test_p5_without_the_opt_in_makes_no_call(ray_args):
     with FakeEc2Api(TOPOLOGY) as api:
         labels = ray_args(api, opt_in=False)["labels"]
     assert api.requests == [] and "rayaccel.io/rack" not in labels
+
+
+def _boot(snap, boot_id: str) -> None:
+    path = snap / "rootfs" / "proc" / "sys" / "kernel" / "random"
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "boot_id").write_text(boot_id + "\n")
+
+
+def test_a_restart_on_the_same_boot_asks_ec2_nothing(ray_args, tmp_path, monkeypatch):
+    """The answer is kept per instance and boot: a second node start on the same boot makes no
+    call (its labels the same); a new boot asks again."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RAY_ACCEL_CACHE_DIR", str(cache))
+    snap = tmp_path / "p5"
+    with FakeEc2Api(TOPOLOGY) as api:
+        _boot(snap, "4b0d1f7e-0c55-4d7a-9a55-3f5f1c2f0a11")
+        first = ray_args(api)["labels"]
+        second = ray_args(api)["labels"]
+        assert len(api.requests) == 1
+        assert second == first and first["rayaccel.io/rack"] == "nn-5e6f"
+        assert oct(cache.stat().st_mode & 0o777) == "0o700"
+        _boot(snap, "0f7c1e2d-9a1b-4c3d-8e5f-6a7b8c9d0e1f")  # stopped and started: maybe other hardware
+        assert ray_args(api)["labels"]["rayaccel.io/rack"] == "nn-5e6f"
+        assert len(api.requests) == 2
+
+
+def test_a_cache_others_may_write_is_not_trusted(ray_args, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RAY_ACCEL_CACHE_DIR", str(cache))
+    _boot(tmp_path / "p5", "4b0d1f7e-0c55-4d7a-9a55-3f5f1c2f0a11")
+    with FakeEc2Api(TOPOLOGY) as api:
+        ray_args(api)
+        cache.chmod(0o777)
+        for kept in cache.iterdir():  # another user's forged answer
+            kept.write_text(kept.read_text().replace("nn-5e6f", "forged"))
+        labels = ray_args(api)["labels"]
+    assert labels["rayaccel.io/rack"] == "nn-5e6f" and len(api.requests) == 2
