@@ -32,7 +32,8 @@ from typing import Any
 from ..backend import AcceleratorBackend
 from ..errors import BackendLoadError, DescriptionError, HostReadError
 from ..host import FsHost, Host, host_from_env
-from ..hw.pci import BDF_RE, PCI_DEVICES
+from ..hw.pci import PCI_DEVICES
+from ..hw.pci_index import pci_index
 from ..labels import key_prefix
 from ..model import NodeDescription, NodeInventory, Problem
 from ..redact import redact
@@ -312,10 +313,13 @@ def _host_problems(host: Host) -> list[Problem]:
         except HostReadError as exc:
             out.append(Problem(backend="host", stage="detect", error=type(exc).__name__, message=str(exc)))
     bad: list[str] = []
+    index = pci_index(host)
     try:
-        names = [n for n in host.listdir(PCI_DEVICES) if BDF_RE.match(n)]
+        names = index.addresses()
     except HostReadError:
         names = []
+    if index.summary() is not None:
+        names = []  # the kernel's summary says whose each function is: a backend reads its own
     for name in names:
         entry = f"{PCI_DEVICES}/{name}"
         try:

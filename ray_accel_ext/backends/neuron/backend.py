@@ -27,7 +27,8 @@ from ...errors import CommandError, HostReadError
 from ...host import Host
 from ...hw.cloud import aws_location
 from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
-from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
+from ...hw.pci import PCI_DEVICES, PciFunction, read_function
+from ...hw.pci_index import functions_of, pci_index
 from ...model import Device, Location, NodeDescription, Sku
 from .._sku import UNKNOWN_SKU_MARK
 from .read import (
@@ -213,9 +214,9 @@ def _neuron_functions(host: Host, table: NeuronTable) -> dict[str, str]:
     """PCI address -> device id of every Neuron PCI function (vendor 0x1d0f, known device id)."""
     ids = table.neuron_device_ids()
     out: dict[str, str] = {}
-    for address in list_functions(host):
+    for address in functions_of(host, (table.vendor_id,)):
         try:
-            vendor, device, _cls = read_ids(host, address)
+            vendor, device, _cls = pci_index(host).ids(address)
         except HostReadError:
             continue  # some other function's broken ids must not degrade the Neuron description
         if vendor == table.vendor_id and device in ids:

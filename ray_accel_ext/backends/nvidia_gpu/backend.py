@@ -45,10 +45,10 @@ from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
 from ...hw.pci import (
     PCI_DEVICES,
     PciFunction,
-    list_functions,
     parse_hex_id,
     read_function,
 )
+from ...hw.pci_index import functions_of
 from ...model import Device, Fabric, Link, Location, NodeDescription, Sku
 from ...skus import Entry, ray_names
 from .._sku import identify_function, node_identity, to_sku
@@ -94,7 +94,7 @@ class NvidiaGPUBackend(AcceleratorBackend):
     def detect(self, host: Host) -> bool:
         """True when sysfs shows at least one readable NVIDIA display/3D function."""
         try:
-            for address in list_functions(host):
+            for address in functions_of(host, (NVIDIA_VENDOR_ID,)):
                 try:
                     if _gpu_ids(host, address) is not None:
                         return True
@@ -190,7 +190,7 @@ def _gpu_ids(host: Host, address: str) -> tuple[str, str, str] | None:
 
 def _gpu_functions(host: Host, problems: list[str]) -> list[PciFunction]:
     gpus = []
-    for address in list_functions(host):
+    for address in functions_of(host, (NVIDIA_VENDOR_ID,)):
         try:
             ids = _gpu_ids(host, address)
             if ids is None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from ... import skus
 from ...errors import HostReadError
 from ...host import Host
-from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
+from ...hw.pci import PCI_DEVICES, PciFunction, read_function
+from ...hw.pci_index import functions_of, pci_index
 from .._sku import NO_LAYOUT_MARK, UNKNOWN_SKU_MARK
 from .topology import TPU_PCI_VENDOR, Generation, generation_from_pci, tpu_entry
 
@@ -62,9 +63,9 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
     generation None (:func:`unknown_chip_problem` explains it).
     """
     tpu_functions: list[tuple[PciFunction, Generation | None]] = []
-    for address in list_functions(host):
+    for address in functions_of(host, (TPU_PCI_VENDOR,)):
         try:
-            vendor, device, pci_class = read_ids(host, address)
+            vendor, device, pci_class = pci_index(host).ids(address)
         except HostReadError as exc:
             problems.append(str(exc))
             continue
