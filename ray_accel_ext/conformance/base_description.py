@@ -55,7 +55,7 @@ class BaseDescriptionTests(SuiteTests):
 
     def test_matches_golden(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
         desc = _describe(backend, device_snapshot, suite)
-        diff = golden_diff(device_snapshot.description, desc.to_dict())
+        diff = golden_diff(device_snapshot.description, desc.golden_dict())
         assert not diff, (
             f"{backend.name}.describe() on snapshot {device_snapshot} differs from its expected.json:\n  "
             + "\n  ".join(diff)

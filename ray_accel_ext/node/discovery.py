@@ -35,6 +35,17 @@ from ..host import FsHost, Host, host_from_env
 from ..hw.pci import BDF_RE, PCI_DEVICES
 from ..labels import key_prefix
 from ..model import NodeDescription, NodeInventory, Problem
+from ..problems import (
+    BACKEND_CRASH,
+    BACKEND_LOAD,
+    BUDGET,
+    DEGRADED,
+    FILE_UNREADABLE,
+    SKU_FILE,
+    code_of,
+    code_of_error_name,
+    valid_code,
+)
 from ..redact import redact
 from .checks import description_problems
 from .isolate import Worker, can_fork, isolation_mode
@@ -88,6 +99,7 @@ class _InProcess:
         self.info: BackendInfo | None = None
         self.desc: Any = None
         self.failure: tuple[str, str, str] | None = None
+        self.code: str | None = None
         self.thread = threading.Thread(target=self._run, name=f"ray-accel-{self.name}", daemon=True)
 
     def _run(self) -> None:
@@ -111,6 +123,7 @@ class _InProcess:
             self.failure = ("load", type(exc).__name__, exc.message)
         except BaseException as exc:  # noqa: BLE001 - a backend must never take the node down
             self.failure = (self.stage, type(exc).__name__, problem_message(exc))
+            self.code = code_of(exc)
 
     def problem(self) -> tuple[str, str, str] | None:
         if self.thread.is_alive():
@@ -133,6 +146,10 @@ class _Isolated:
     @property
     def info(self) -> BackendInfo | None:
         return self.worker.info
+
+    @property
+    def code(self) -> str | None:
+        return self.worker.code
 
     def problem(self) -> tuple[str, str, str] | None:
         found = self.worker.problem()
@@ -159,20 +176,20 @@ def _scan(host: Host, problems: list[Problem]) -> list[BackendSpec]:
     t.start()
     t.join(host.deadline.remaining())
     if not found:
-        problems.append(Problem(backend="registry", stage="budget", error="TimeoutError",
+        problems.append(Problem(code=BUDGET, backend="registry", stage="budget", error="TimeoutError",
                                 message=f"reading the installed backends' entry points took more than the "
                                         f"{host.deadline.budget_s:g}s discovery budget; no backend loaded"))
         return []
     if isinstance(found[0], BaseException):
-        problems.append(Problem(backend="registry", stage="load", error=type(found[0]).__name__,
+        problems.append(Problem(code=BACKEND_LOAD, backend="registry", stage="load", error=type(found[0]).__name__,
                                 message=f"reading the installed backends' entry points failed: {_text(found[0])}"))
         return []
     specs, clashes = found[0]
     for name, message in clashes:
         if name == "registry":
-            problems.append(Problem(backend=name, stage="load", error="HostReadError", message=message))
+            problems.append(Problem(code=BACKEND_LOAD, backend=name, stage="load", error="HostReadError", message=message))
             continue
-        problems.append(Problem(backend=name, stage="load", error=BackendLoadError.__name__,
+        problems.append(Problem(code=BACKEND_LOAD, backend=name, stage="load", error=BackendLoadError.__name__,
                                 message=f"{message}; this name is not loaded, the other backends are"))
     return specs
 
@@ -231,20 +248,24 @@ def discover_node(host: Host | None = None, *, backends: Sequence[AcceleratorBac
     descriptions: list[NodeDescription] = []
     declared: dict[str, BackendInfo] = {}
     for task in tasks:
-        failure = task.problem()
+        failure, code = task.problem(), task.code
         desc = None
+        if task.info is not None:
+            for line in task.info.declare_codes():
+                log.warning("ray_accel_ext: backend %s: %s", task.name, line)
         if failure is None:
             try:
                 desc = _checked(task.info, task.answer())
             except Exception as exc:  # noqa: BLE001 - a malformed answer (from a worker: any data)
-                failure = ("describe", type(exc).__name__, _text(exc))
+                failure, code = ("describe", type(exc).__name__, _text(exc)), code_of(exc)
         if failure is not None:
-            problems.append(Problem(backend=task.name, stage=failure[0], error=failure[1], message=failure[2]))
+            problems.append(Problem(code=_failure_code(failure[0], failure[1], code), backend=task.name,
+                                    stage=failure[0], error=failure[1], message=failure[2]))
         if desc is not None:
             descriptions.append(desc)
             declared[task.name] = task.info
     if checker.is_alive():
-        problems.append(Problem(backend="host", stage="budget", error="TimeoutError",
+        problems.append(Problem(code=BUDGET, backend="host", stage="budget", error="TimeoutError",
                                 message=f"the host checks (PCI functions, device directories) were still reading after "
                                         f"the {host.deadline.budget_s:g}s discovery budget; abandoned"))
     problems.extend(list(host_found))
@@ -258,6 +279,18 @@ def discover_node(host: Host | None = None, *, backends: Sequence[AcceleratorBac
     for reason in inventory.reasons():
         log.warning("ray_accel_ext discovery degraded: %s", reason)
     return Discovery(inventory, declared)
+
+
+def _failure_code(stage: str, error: str, code: str | None) -> str:
+    """The code of a backend-level failure: its stage for load and budget, else the code of what
+    was raised (from its structure), else a crash."""
+    if stage == "load":
+        return BACKEND_LOAD
+    if stage == "budget":
+        return BUDGET
+    if code and code != DEGRADED and valid_code(code):
+        return code
+    return code_of_error_name(error, BACKEND_CRASH)
 
 
 def _clean(message: str) -> str:
@@ -286,8 +319,19 @@ def _checked(info: BackendInfo | None, desc: Any) -> NodeDescription | None:
     errors = desc.consistency_errors()
     if errors:
         raise DescriptionError("; ".join(errors))
-    cleaned = tuple(_clean(p) for p in (*desc.problems, *description_problems(desc)))
+    cleaned = tuple(_cleaned(p) for p in (*desc.problems, *description_problems(desc)))
     return desc if cleaned == desc.problems else dataclasses.replace(desc, problems=cleaned)
+
+
+def _cleaned(problem: Problem) -> Problem:
+    """``problem`` fit for the node log: message and hint cleaned, a malformed code (what a
+    backend made up: not lowercase words joined by dashes) named in the message instead."""
+    code, message = problem.code, problem.message
+    if not valid_code(code):
+        code, message = DEGRADED, f"[malformed problem code {str(code)[:40]!r}] {message}"
+    hint = _clean(problem.hint) if problem.hint else problem.hint
+    device = problem.device if isinstance(problem.device, int) or problem.device is None else _clean(str(problem.device))
+    return dataclasses.replace(problem, code=code, message=_clean(message), hint=hint, device=device)
 
 
 def _host_problems(host: Host) -> list[Problem]:
@@ -300,7 +344,7 @@ def _host_problems(host: Host) -> list[Problem]:
         try:
             host.listdir(path)
         except HostReadError as exc:
-            out.append(Problem(backend="host", stage="detect", error=type(exc).__name__, message=str(exc)))
+            out.append(Problem.of(exc, str(exc), backend="host", stage="detect", error=type(exc).__name__))
     bad: list[str] = []
     try:
         names = [n for n in host.listdir(PCI_DEVICES) if BDF_RE.match(n)]
@@ -327,7 +371,7 @@ def _host_problems(host: Host) -> list[Problem]:
             bad.append(f"{name} (vendor id {text.strip()[:20]!r})")
     if bad:
         out.append(Problem(
-            backend="host", stage="detect", error="HostReadError",
+            code=FILE_UNREADABLE, backend="host", stage="detect", error="HostReadError",
             message=f"{len(bad)} PCI function(s) without a readable vendor id ({', '.join(bad[:4])}"
                     f"{', ...' if len(bad) > 4 else ''}): devices there are not counted",
         ))
@@ -344,12 +388,13 @@ def _access_problems(host: Host, already: list[Problem]) -> list[Problem]:
     out = []
     for path, reason in sorted(errors.items()):
         if f"{path}: " not in said:
-            out.append(Problem(backend="host", stage="detect", error="HostReadError",
+            out.append(Problem(code=FILE_UNREADABLE, backend="host", stage="detect", error="HostReadError",
                                message=f"{path}: {reason}; it cannot be listed or searched, so devices under it are "
                                        "not counted"))
     for path, what in sorted(special.items()):
         if f"{path}: " not in said:
-            out.append(Problem(backend="host", stage="detect", error="HostReadError", message=f"{path}: {what}"))
+            out.append(Problem(code=FILE_UNREADABLE, backend="host", stage="detect", error="HostReadError",
+                               message=f"{path}: {what}"))
     return out
 
 
@@ -358,4 +403,5 @@ def _sku_file_problems() -> list[Problem]:
     built-in data and says which file and field (``ray_accel_ext/skus/SCHEMA.md``)."""
     from .. import skus
 
-    return [Problem(backend="skus", stage="load", error="SkuFileError", message=line) for line in skus.load_problems()]
+    return [Problem(code=SKU_FILE, backend="skus", stage="load", error="SkuFileError", message=line)
+            for line in skus.load_problems()]

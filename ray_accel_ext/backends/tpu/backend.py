@@ -31,7 +31,7 @@ from ...labels import (
     ray_tpu_pod_type,
     sanitize_value,
 )
-from ...model import Device, Fabric, Location, NodeDescription, Sku
+from ...model import Device, Fabric, Location, NodeDescription, Problem, Sku
 from .chips import TpuChip, find_chips, unknown_chip_name, unknown_chip_problem
 from .ici import IciLayout, chip_block_for, host_links
 from .identity import (
@@ -95,7 +95,7 @@ class TPUBackend(AcceleratorBackend):
 
     def describe(self, host: Host) -> NodeDescription:
         """Chips, slice, layout, links, location; what could not be read goes into ``problems``."""
-        problems: list[str] = []
+        problems: list[Problem | str] = []
         chips = find_chips(host, problems)
         info = slice_info(host, problems)
         location = _location(host, info, problems)
@@ -157,7 +157,7 @@ class TPUBackend(AcceleratorBackend):
         )
 
 
-def _location(host: Host, info: SliceInfo, problems: list[str]) -> Location:
+def _location(host: Host, info: SliceInfo, problems: list[Problem | str]) -> Location:
     if cloud_provider(host) != "gcp":
         return Location()
     if gke_environment(host.env) or info.metadata_failed:
@@ -167,7 +167,7 @@ def _location(host: Host, info: SliceInfo, problems: list[str]) -> Location:
     return gcp_location(host, problems)  # answered from the same recursive read
 
 
-def _parse_identity(info: SliceInfo, problems: list[str]) -> tuple[AcceleratorType | None, Topology | None, bool]:
+def _parse_identity(info: SliceInfo, problems: list[Problem | str]) -> tuple[AcceleratorType | None, Topology | None, bool]:
     """(type, topology, whether the topology fits the type); a topology that does not fit is
     still published (as Ray does) but not laid out."""
     acc: AcceleratorType | None = None
@@ -194,7 +194,7 @@ def _parse_identity(info: SliceInfo, problems: list[str]) -> tuple[AcceleratorTy
     return acc, topo, True
 
 
-def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
+def _resource_per_chip(env: Mapping[str, str], problems: list[Problem | str]) -> int:
     """``RAY_TPU_RESOURCE_PER_CHIP`` (Ray 2.60: logical TPU units per chip, e.g. 2 for TPU7x's two
     devices), 1 when unset; Ray then hands out unit ids ``chip * n + k``."""
     text = env.get("RAY_TPU_RESOURCE_PER_CHIP")
@@ -206,7 +206,7 @@ def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
     return int(text)
 
 
-def _worker(info: SliceInfo, layout: SliceLayout | None, problems: list[str]) -> int | None:
+def _worker(info: SliceInfo, layout: SliceLayout | None, problems: list[Problem | str]) -> int | None:
     if info.worker_id is not None:
         try:
             return ascii_uint(info.worker_id)
@@ -239,7 +239,7 @@ def _sku(gen: Generation | None, accelerator_type: str | None, chips: list[TpuCh
 
 
 def _fabric(host: Host, info: SliceInfo, acc: AcceleratorType | None, topo: Topology | None,
-            worker: int | None, hosts: int | None, problems: list[str]) -> Fabric | None:
+            worker: int | None, hosts: int | None, problems: list[Problem | str]) -> Fabric | None:
     if acc is None:
         if info.accelerator_type is None:
             problems.append("slice unknown: no TPU_ACCELERATOR_TYPE and no accelerator-type from metadata")

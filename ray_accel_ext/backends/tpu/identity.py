@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ...errors import ProviderError
 from ...host import Host
 from ...hw.cloud import cloud_provider
-from ...model import Location
+from ...model import Location, Problem
 from . import api as tpu_api
 
 __all__ = ["RAY_TPU_ENV", "SliceInfo", "gke_environment", "parse_tpu_env", "provider_lookup", "slice_info"]
@@ -102,7 +102,7 @@ METADATA_KEYS = tuple(f"instance/attributes/{k}" for k in (
 )) + ("instance/machine-type", "instance/network-interfaces/0/ip")
 
 
-def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[str]) -> None:
+def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[Problem | str]) -> None:
     def attr(key: str) -> str | None:
         value = values.get(f"instance/attributes/{key}")
         return value.strip() if value and value.strip() else None
@@ -130,7 +130,7 @@ def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[str
     info.ip = (values.get("instance/network-interfaces/0/ip") or "").strip() or None
 
 
-def slice_info(host: Host, problems: list[str]) -> SliceInfo:
+def slice_info(host: Host, problems: list[Problem | str]) -> SliceInfo:
     """Slice identity from GKE variables, then (not on GKE) the one recursive metadata read."""
     info = _from_env(host.env)
     if gke_environment(host.env):
@@ -148,7 +148,7 @@ def slice_info(host: Host, problems: list[str]) -> SliceInfo:
     return info
 
 
-def provider_lookup(host: Host, info: SliceInfo, location: Location, problems: list[str]) -> None:
+def provider_lookup(host: Host, info: SliceInfo, location: Location, problems: list[Problem | str]) -> None:
     """Fill gaps from the Cloud TPU API (``[gcp]`` extra) when metadata lacked them.
 
     The node is looked up by its TPU node name (``TPU_NAME`` or tpu-env ``NODE_ID``; Ray's
