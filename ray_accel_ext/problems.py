@@ -280,6 +280,8 @@ def code_of(exc: BaseException) -> str:
     if isinstance(exc, ProviderRateLimited):
         return METADATA_RATE_LIMITED
     if isinstance(exc, ProviderError):
+        if exc.attempts == 0:  # nothing was sent: metadata switched off for this process
+            return METADATA_DISABLED
         if exc.status is None:
             return METADATA_UNREACHABLE
         if exc.status == 429:

@@ -23,6 +23,7 @@ from ...errors import ProviderError
 from ...host import Host
 from ...hw.cloud import cloud_provider
 from ...model import Location, Problem
+from ...problems import METADATA_ERROR
 from . import api as tpu_api
 
 __all__ = ["RAY_TPU_ENV", "SliceInfo", "gke_environment", "parse_tpu_env", "provider_lookup", "slice_info"]
@@ -113,7 +114,7 @@ def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[Pro
     if tpu_env_text:
         parsed, bad = parse_tpu_env(tpu_env_text)
         info.tpu_env = parsed
-        problems.extend(f"GCE metadata tpu-env: {b}" for b in bad)
+        problems.extend(Problem(code=METADATA_ERROR, message=f"GCE metadata tpu-env: {b}") for b in bad)
         info.set("topology", parsed.get("TOPOLOGY"), "tpu-env")
         # Keys Ray does not read: fill gaps only.
         info.set("accelerator_type", parsed.get("ACCELERATOR_TYPE"), "tpu-env")
@@ -142,7 +143,7 @@ def slice_info(host: Host, problems: list[Problem | str]) -> SliceInfo:
         values = {path: host.metadata.gce(path) for path in METADATA_KEYS}
     except ProviderError as exc:
         info.metadata_failed = True
-        problems.append(f"GCE metadata: {exc.reason(request=False)}")
+        problems.append(Problem.of(exc, f"GCE metadata: {exc.reason(request=False)}"))
         return info
     _apply(info, values, problems)
     return info
@@ -172,7 +173,7 @@ def provider_lookup(host: Host, info: SliceInfo, location: Location, problems: l
         if node is None and node_name and ip:
             node = tpu_api.find_node(host.env, host.deadline, project=project, zone=zone, ip=ip)
     except ProviderError as exc:
-        problems.append(f"Cloud TPU API: {exc.reason(request=False)}")
+        problems.append(Problem.of(exc, f"Cloud TPU API: {exc.reason(request=False)}"))
         return
     if node is None:
         problems.append(f"Cloud TPU API: no TPU node {'named ' + node_name if node_name else 'with IP ' + str(ip)} in {project}/{zone}")
