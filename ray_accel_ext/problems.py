@@ -46,6 +46,7 @@ __all__ = [
     "code_of",
     "code_of_error_name",
     "explain",
+    "markdown_table",
     "DEGRADED",
     "UNDECLARED",
 ]
@@ -328,3 +329,14 @@ def explain(code: str, hint: str | None = None) -> Explanation:
         return Explanation(code, "error", f"a problem the backend did not declare ({code!r})", fix, declared=False)
     fix = f"{hint}; {entry.hint}" if hint and hint != entry.hint else entry.hint
     return Explanation(entry.code, entry.severity, entry.summary, fix)
+
+
+def markdown_table() -> str:
+    """The built-in codes as the table of ``docs/problems.md`` (``python -m ray_accel_ext.problems``)."""
+    lines = ["| code | severity | meaning | fix |", "|---|---|---|---|"]
+    lines += [f"| `{c.code}` | {c.severity} | {c.summary} | {c.hint} |" for c in codes(vendor=False)]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - prints the table for the docs
+    print(markdown_table())
