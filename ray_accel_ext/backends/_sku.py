@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from .. import skus
 from ..host import Host
 from ..hw.pci import PciFunction
-from ..model import Problem, Sku
+from ..model import Device, NodeDescription, Problem, Sku
 from ..problems import SKU_UNKNOWN
 
-__all__ = ["NO_LAYOUT_MARK", "UNKNOWN_SKU_MARK", "identify_function", "node_identity", "to_sku"]
+__all__ = ["NO_LAYOUT_MARK", "UNKNOWN_SKU_MARK", "identify_function", "node_identity", "to_sku", "pci_description"]
 
 _GIB = 1 << 30
 # The words of a problem about a device id the database lacks (code ``sku-unknown``)...
@@ -55,6 +56,15 @@ def to_sku(identity: skus.Identity, ray_accelerator_type: str | None) -> Sku:
         pci_device_id=identity.device_id,
         known=identity.known,
     )
+
+
+def pci_description(backend: Any, sku: Sku, devices: Sequence[Device], problems: Sequence[Problem | str],
+                    **fields: Any) -> NodeDescription:
+    """The description of ``backend`` (its name and resource) with one resource unit a device, and
+    each problem once."""
+    return NodeDescription(backend=backend.name, sku=sku, resource_name=backend.resource_name,
+                           resource_quantity=len(devices), devices=tuple(devices),
+                           problems=tuple(dict.fromkeys(problems)), **fields)
 
 
 def node_identity(

@@ -177,6 +177,20 @@ def read_function(
     return PciFunction(address, path, vendor, device, pci_class, sub_vendor, sub_device, numa, cpus)
 
 
+def read_listed_function(host: Host, address: str, problems: list[Problem | str], missing: str) -> PciFunction | None:
+    """:func:`read_function` for a function another source lists (a driver, a tool): None with
+    the problem ``missing`` when sysfs does not show it, None with the read error when its ids
+    cannot be read."""
+    if not host.exists(f"{PCI_DEVICES}/{address}"):
+        problems.append(missing)
+        return None
+    try:
+        return read_function(host, address, problems)
+    except HostReadError as exc:
+        problems.append(Problem.of(exc))
+        return None
+
+
 def _note(problems: list[Problem] | None, path: str, exc: Exception) -> None:
     if problems is None:
         return

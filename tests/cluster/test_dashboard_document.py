@@ -11,17 +11,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ray_accel_ext import problems
 from ray_accel_ext.cluster.dashboard import MetricsHistory, build_document, merge_holders
 from ray_accel_ext.cluster.dashboard.holders import HolderReport
 from ray_accel_ext.cluster.dashboard.metrics import device_samples, parse_exposition
 from ray_accel_ext.cluster.inventory import assemble
 from ray_accel_ext.cluster.topology import pcie_paths
-from ray_accel_ext.host import open_host
-from ray_accel_ext.model import PATH_CLASSES
-from ray_accel_ext.node.discovery import discover
-from ray_accel_ext import problems
 from ray_accel_ext.findings import finding_of
-from ray_accel_ext.model import Problem
+from ray_accel_ext.host import open_host
+from ray_accel_ext.model import PATH_CLASSES, Problem
+from ray_accel_ext.node.discovery import discover
 from tests.support.paths import HOSTS
 
 H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"

@@ -40,12 +40,12 @@ from ...errors import HostReadError
 from ...host import Host
 from ...hw.cloud import host_fabric, location
 from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
-from ...hw.pci import PCI_DEVICES, PciFunction, read_function
+from ...hw.pci import PCI_DEVICES, PciFunction, read_listed_function
 from ...labels import sanitize_value
 from ...model import Device, Fabric, Link, NodeDescription, Problem, Sku
-from ...problems import FILE_UNREADABLE
 from ...skus import ray_names
-from .._sku import identify_function, node_identity, to_sku
+from .._reading import any_readable, library_reading, never_raises
+from .._sku import identify_function, node_identity, pci_description, to_sku
 from . import amdsmi as _amdsmi
 from . import kfd
 
@@ -78,27 +78,12 @@ class AMDGPUBackend(AcceleratorBackend):
         "AMD Instinct GPUs are on the PCI bus but /dev/kfd does not exist: install and load the amdgpu "
         "driver (ROCm's amdgpu-dkms, then `modprobe amdgpu`); on Kubernetes, the AMD GPU operator"
     )
-    capabilities = Capabilities(
-        topology_links=True,
-        nic_affinity=True,
-        numa_affinity=True,
-        fabric_domains=True,
-        device_visibility=True,
-        uses_network=True,
-    )
+    capabilities = Capabilities(topology_links=True, nic_affinity=True, numa_affinity=True, fabric_domains=True,
+                                device_visibility=True, uses_network=True)
 
     def detect(self, host: Host) -> bool:
         """True when the KFD topology has at least one AMD GPU node."""
-        try:
-            for node in kfd.node_ids(host):
-                try:
-                    if kfd.is_amd_gpu(kfd.read_node(host, node)):
-                        return True
-                except HostReadError:
-                    continue
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
-        return False
+        return never_raises(lambda: any_readable(kfd.node_ids(host), lambda n: kfd.is_amd_gpu(kfd.read_node(host, n))))
 
     def describe(self, host: Host) -> NodeDescription:
         """GPUs with SKU, NUMA/CPU/switch/NIC affinity, XGMI links and hive, partition modes."""
@@ -148,19 +133,14 @@ class AMDGPUBackend(AcceleratorBackend):
         if HIP not in host.env and ROCR in host.env:
             problems.append(f"{ROCR} is set without {HIP}: Ray 2.60's AMD manager refuses that "
                             f"('Please use {HIP} instead of {ROCR}'); set {HIP}")
-        return NodeDescription(
-            backend=self.name,
-            sku=sku,
-            resource_name=self.resource_name,
-            resource_quantity=len(devices),
-            devices=tuple(devices),
+        return pci_description(
+            self, sku, devices, problems,
             interconnect="xgmi" if links or fabric.kind == "xgmi-hive" else "pcie",
             links=links,
             nics=nics_of(rdma),
             fabric=fabric,
             location=location(host, problems),
             attributes=_attributes(gpus, modes, reading, smi),
-            problems=tuple(dict.fromkeys(problems)),
         )
 
     def parse_visible_devices(self, env: Mapping[str, str]) -> list[int] | None:
@@ -196,22 +176,9 @@ def _gpu_nodes(host: Host, problems: list[Problem | str]) -> list[kfd.GpuNode]:
 
 
 def _amdsmi_reading(host: Host, problems: list[Problem | str]) -> dict[str, Any] | None:
-    try:
-        reading = host.library("amdsmi", _amdsmi.read_live)
-    except HostReadError as exc:
-        problems.append(Problem.of(exc, f"AMD SMI: {exc}"))
-        return None
-    except Exception as exc:  # noqa: BLE001 - a library failure must not take the node down
-        problems.append(f"AMD SMI: {type(exc).__name__}: {exc}")
-        return None
+    reading = library_reading(host, "amdsmi", "AMD SMI", _amdsmi.read_live, _amdsmi.validate, problems)
     if reading is None:
         return None
-    errors = _amdsmi.validate(reading)
-    if errors:
-        problems.append(Problem(code=FILE_UNREADABLE, message="AMD SMI reading malformed: " + "; ".join(errors[:5])))
-        return None
-    if reading.get("error"):
-        problems.append(f"AMD SMI: {reading['error']}")
     for i, dev in enumerate(reading["devices"]):
         problems.extend(f"AMD SMI device {i}: {err}" for err in dev.get("errors") or [])
     return reading
@@ -237,14 +204,10 @@ def _smi_by_node(reading: dict[str, Any] | None, gpus: list[kfd.GpuNode]) -> dic
 def _functions(host: Host, gpus: list[kfd.GpuNode], problems: list[Problem | str]) -> dict[str, PciFunction]:
     out: dict[str, PciFunction] = {}
     for address in dict.fromkeys(g.pci_address for g in gpus):
-        if not host.exists(f"{PCI_DEVICES}/{address}"):
-            problems.append(f"KFD lists a GPU at {address} that {PCI_DEVICES} does not show; its NUMA node, CPUs "
-                            "and NICs are unknown")
-            continue
-        try:
-            out[address] = read_function(host, address, problems)
-        except HostReadError as exc:
-            problems.append(Problem.of(exc))
+        fn = read_listed_function(host, address, problems, f"KFD lists a GPU at {address} that {PCI_DEVICES} does "
+                                                           "not show; its NUMA node, CPUs and NICs are unknown")
+        if fn is not None:
+            out[address] = fn
     return out
 
 

@@ -40,7 +40,8 @@ from ...hw.pci import BDF_RE, PCI_DEVICES, PciFunction, read_function, read_ids
 from ...labels import sanitize_value
 from ...model import Device, Link, Nic, NicPath, NodeDescription, Problem, Sku
 from ...problems import TOOL_FAILED
-from .._sku import identify_function, node_identity, to_sku
+from .._reading import never_raises
+from .._sku import identify_function, node_identity, pci_description, to_sku
 from . import hlsmi
 
 __all__ = ["GaudiBackend", "HABANA_VENDOR_ID", "DRIVER_DIR", "VISIBLE_MODULES"]
@@ -80,20 +81,12 @@ class GaudiBackend(AcceleratorBackend):
         f"({DRIVER_DIR} is missing): install the Intel Gaudi software stack's habanalabs-dkms package and "
         "`modprobe habanalabs`; on Kubernetes, the Intel Gaudi base operator"
     )
-    capabilities = Capabilities(
-        topology_links=True,
-        nic_affinity=True,
-        numa_affinity=True,
-        device_visibility=True,
-        uses_network=True,
-    )
+    capabilities = Capabilities(topology_links=True, nic_affinity=True, numa_affinity=True, device_visibility=True,
+                                uses_network=True)
 
     def detect(self, host: Host) -> bool:
         """True when a PCI function is bound to the habanalabs driver."""
-        try:
-            return any(BDF_RE.match(n) for n in host.listdir(DRIVER_DIR))
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
+        return never_raises(lambda: any(BDF_RE.match(n) for n in host.listdir(DRIVER_DIR)))
 
     def describe(self, host: Host) -> NodeDescription:
         """Devices in module order with SKU, NUMA/CPUs, their scale-out ports and scale-up links."""
@@ -132,19 +125,14 @@ class GaudiBackend(AcceleratorBackend):
             links = tuple(Link(a=a, b=b, kind="roce", lanes=_SCALE_UP_PORTS_PER_PEER)
                           for a in range(len(usable)) for b in range(a + 1, len(usable)))
         attributes = _attributes(usable, smi, hidden, host.env)
-        return NodeDescription(
-            backend=self.name,
-            sku=sku,
-            resource_name=self.resource_name,
-            resource_quantity=len(devices),
-            devices=tuple(devices),
+        return pci_description(
+            self, sku, devices, problems,
             interconnect="roce" if links else "pcie",
             links=links,
             nics=tuple(nics),
             fabric=host_fabric(host, problems),
             location=location(host, problems),
             attributes=attributes,
-            problems=tuple(dict.fromkeys(problems)),
         )
 
 

@@ -27,9 +27,10 @@ from ...errors import CommandError, HostReadError
 from ...host import Host
 from ...hw.cloud import aws_location
 from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
-from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_function, read_ids
+from ...hw.pci import PCI_DEVICES, PciFunction, list_functions, read_ids, read_listed_function
 from ...model import Device, Location, NodeDescription, Problem, Sku
 from ...problems import SKU_UNKNOWN, TOOL_FAILED, TOOL_MISSING
+from .._reading import never_raises
 from .._sku import UNKNOWN_SKU_MARK
 from .read import (
     VIRTUAL_DIR,
@@ -74,26 +75,14 @@ class NeuronBackend(AcceleratorBackend):
         "Neuron devices are on the PCI bus but /dev/neuron0 does not exist: install and load the Neuron "
         "driver (`aws-neuronx-dkms`, then `modprobe neuron`); on EKS, the Neuron device plugin"
     )
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        topology_links=True,
-        nic_affinity=True,
-        numa_affinity=True,
-        fabric_domains=True,
-        provider_location=True,
-        device_visibility=True,
-        uses_network=True,
-    )
+    capabilities: ClassVar[Capabilities] = Capabilities(topology_links=True, nic_affinity=True, numa_affinity=True, fabric_domains=True,
+                                                        provider_location=True, device_visibility=True, uses_network=True)
 
     # -- detection -----------------------------------------------------------------------------
 
     def detect(self, host: Host) -> bool:
         """True when the driver shows ``neuronN`` devices or a Neuron PCI function is present."""
-        try:
-            if device_numbers(host):
-                return True
-            return bool(_neuron_functions(host, load_table()))
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
+        return never_raises(lambda: device_numbers(host) or _neuron_functions(host, load_table()))
 
     # -- description ---------------------------------------------------------------------------
 
@@ -258,13 +247,10 @@ def _bdfs(numbers: list[int], ls: dict[int, LsDevice] | None, functions: dict[st
 def _read_pci(host: Host, bdfs: dict[int, str], problems: list[Problem | str]) -> dict[int, PciFunction]:
     out: dict[int, PciFunction] = {}
     for number, address in bdfs.items():
-        if not host.exists(f"{PCI_DEVICES}/{address}"):
-            problems.append(f"neuron{number}: PCI function {address} (from neuron-ls) is not in {PCI_DEVICES}")
-            continue
-        try:
-            out[number] = read_function(host, address, problems)
-        except HostReadError as exc:
-            problems.append(Problem.of(exc))
+        fn = read_listed_function(host, address, problems,
+                                  f"neuron{number}: PCI function {address} (from neuron-ls) is not in {PCI_DEVICES}")
+        if fn is not None:
+            out[number] = fn
     return out
 
 

@@ -50,9 +50,9 @@ from ...hw.pci import (
     read_function,
 )
 from ...model import Device, Fabric, Link, Location, NodeDescription, Problem, Sku
-from ...problems import FILE_UNREADABLE
 from ...skus import Entry, ray_names
-from .._sku import identify_function, node_identity, to_sku
+from .._reading import any_readable, library_reading, never_raises
+from .._sku import identify_function, node_identity, pci_description, to_sku
 from . import nvml as _nvml
 
 __all__ = ["NvidiaGPUBackend", "NVIDIA_VENDOR_ID"]
@@ -82,28 +82,12 @@ class NvidiaGPUBackend(AcceleratorBackend):
         "(/proc/driver/nvidia/version is missing): install the driver (cuda-drivers / nvidia-driver "
         "package, or the GPU operator on Kubernetes) and `modprobe nvidia`"
     )
-    capabilities = Capabilities(
-        topology_links=True,
-        nic_affinity=True,
-        numa_affinity=True,
-        fabric_domains=True,
-        provider_location=True,
-        device_visibility=True,
-        uses_network=True,
-    )
+    capabilities = Capabilities(topology_links=True, nic_affinity=True, numa_affinity=True, fabric_domains=True,
+                                provider_location=True, device_visibility=True, uses_network=True)
 
     def detect(self, host: Host) -> bool:
         """True when sysfs shows at least one readable NVIDIA display/3D function."""
-        try:
-            for address in list_functions(host):
-                try:
-                    if _gpu_ids(host, address) is not None:
-                        return True
-                except (HostReadError, ValueError):
-                    continue
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
-        return False
+        return never_raises(lambda: any_readable(list_functions(host), lambda a: _gpu_ids(host, a) is not None))
 
     def describe(self, host: Host) -> NodeDescription:
         """GPUs with SKU, NUMA/CPU/switch/NIC affinity, NVLink links and the NVLink fabric."""
@@ -153,19 +137,14 @@ class NvidiaGPUBackend(AcceleratorBackend):
             attributes[f"{self.label_prefix}/nvlink-lanes"] = str(min(l.lanes for l in links))
         if hidden and "NVIDIA_VISIBLE_DEVICES" in host.env:
             attributes[f"{self.label_prefix}/gpus-not-visible"] = str(hidden)
-        return NodeDescription(
-            backend=self.name,
-            sku=sku,
-            resource_name=self.resource_name,
-            resource_quantity=len(devices),
-            devices=tuple(devices),
+        return pci_description(
+            self, sku, devices, problems,
             interconnect=links[0].kind if links else "pcie",
             links=links,
             nics=nics_of(rdma),
             fabric=fabric,
             location=location,
             attributes=attributes,
-            problems=tuple(problems),
         )
 
 
@@ -213,23 +192,7 @@ def _gpu_functions(host: Host, problems: list[Problem | str]) -> list[PciFunctio
 
 
 def _nvml_reading(host: Host, problems: list[Problem | str]) -> dict[str, Any] | None:
-    try:
-        reading = host.library("nvml", _nvml.read_live)
-    except HostReadError as exc:
-        problems.append(Problem.of(exc, f"NVML: {exc}"))
-        return None
-    except Exception as exc:  # noqa: BLE001 - a driver/binding failure must not take the node down
-        problems.append(f"NVML: {type(exc).__name__}: {exc}")
-        return None
-    if reading is None:
-        return None
-    errors = _nvml.validate(reading)
-    if errors:
-        problems.append(Problem(code=FILE_UNREADABLE, message="NVML reading malformed: " + "; ".join(errors[:5])))
-        return None
-    if reading.get("error"):
-        problems.append(f"NVML: {reading['error']}")
-    return reading
+    return library_reading(host, "nvml", "NVML", _nvml.read_live, _nvml.validate, problems)
 
 
 def _nvml_devices(reading: dict[str, Any] | None, gpus: list[PciFunction], problems: list[Problem | str]) -> dict[str, dict[str, Any]]:

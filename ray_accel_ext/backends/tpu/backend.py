@@ -15,7 +15,8 @@ chip layout from facts: :mod:`.layout`. Chip coordinates and ICI links: :mod:`.i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from ...backend import AcceleratorBackend, Capabilities, PciId
 from ...bounds import ascii_uint
@@ -32,6 +33,7 @@ from ...labels import (
     sanitize_value,
 )
 from ...model import Device, Fabric, Location, NodeDescription, Problem, Sku
+from .._reading import never_raises
 from .chips import TpuChip, find_chips, unknown_chip_name, unknown_chip_problem
 from .ici import IciLayout, chip_block_for, host_links
 from .identity import (
@@ -77,21 +79,12 @@ class TPUBackend(AcceleratorBackend):
         "vfio-pci binding (v5e and later) or the accel driver (v2-v4) is missing; use a TPU VM image or "
         "GKE TPU node pool"
     )
-    capabilities = Capabilities(
-        numa_affinity=True,
-        fabric_domains=True,
-        provider_location=True,
-        device_visibility=True,
-        uses_network=True,
-        topology_links=True,
-    )
+    capabilities = Capabilities(numa_affinity=True, fabric_domains=True, provider_location=True, device_visibility=True,
+                                uses_network=True, topology_links=True)
 
     def detect(self, host: Host) -> bool:
         """True when the host has at least one TPU chip a process could open."""
-        try:
-            return bool(find_chips(host, []))
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
+        return never_raises(lambda: find_chips(host, []))
 
     def describe(self, host: Host) -> NodeDescription:
         """Chips, slice, layout, links, location; what could not be read goes into ``problems``."""
@@ -167,21 +160,26 @@ def _location(host: Host, info: SliceInfo, problems: list[Problem | str]) -> Loc
     return gcp_location(host, problems)  # answered from the same recursive read
 
 
+_T = TypeVar("_T")
+
+
+def _parsed(parse: Callable[[str], _T], info: SliceInfo, field: str, what: str, problems: list[Problem | str]) -> _T | None:
+    """``parse`` of the slice fact ``field``, None when unknown or malformed (then a problem names its source)."""
+    text = getattr(info, field)
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except TopologyStringError as exc:
+        problems.append(f"{what} from {info.sources[field]}: {exc.message}")
+        return None
+
+
 def _parse_identity(info: SliceInfo, problems: list[Problem | str]) -> tuple[AcceleratorType | None, Topology | None, bool]:
     """(type, topology, whether the topology fits the type); a topology that does not fit is
     still published (as Ray does) but not laid out."""
-    acc: AcceleratorType | None = None
-    if info.accelerator_type:
-        try:
-            acc = parse_accelerator_type(info.accelerator_type)
-        except TopologyStringError as exc:
-            problems.append(f"accelerator type from {info.sources['accelerator_type']}: {exc.message}")
-    topo: Topology | None = None
-    if info.topology:
-        try:
-            topo = parse_topology(info.topology)
-        except TopologyStringError as exc:
-            problems.append(f"topology from {info.sources['topology']}: {exc.message}")
+    acc = _parsed(parse_accelerator_type, info, "accelerator_type", "accelerator type", problems)
+    topo = _parsed(parse_topology, info, "topology", "topology", problems)
     if acc is not None and topo is not None:
         if len(topo.dims) != acc.generation.dims:
             problems.append(f"topology does not fit {acc.text}: {topo.text!r}: {acc.generation.name} topologies have "
