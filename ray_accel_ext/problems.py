@@ -207,6 +207,10 @@ _BUILTIN: dict[str, ProblemCode] = dict([
           "run `ray-accel doctor` on the node; its `ray start` log has the discovery reasons"),
 ])
 
+# Every code constant is public (vendors and readers name codes by them, never by their spelling).
+__all__ += sorted(n for n, v in list(globals().items())
+                  if n.isupper() and isinstance(v, str) and v in _BUILTIN and n not in __all__)
+
 _DECLARED: dict[str, ProblemCode] = {}
 _LOCK = threading.Lock()
 
