@@ -128,7 +128,7 @@ class NvidiaGPUBackend(AcceleratorBackend):
         links = _links(gpus, nvml_by_addr, kind, problems) if kind else ()
         platform = _platform(gpus, nvml_by_addr, problems)
         fabric = _fabric(host, gpus, nvml_by_addr, entry, problems, platform)
-        location = _location(host, problems, platform)
+        location = _location_with_rack(host, problems, platform)
 
         attributes = {f"{self.label_prefix}/nvml": "present" if reading is not None else "absent"}
         if reading is not None and reading.get("driver_version"):
@@ -330,7 +330,7 @@ def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]]
     return Fabric(kind="nvlink-domain", id=cliques.pop(), hosts=hosts, worker=worker)
 
 
-def _location(host: Host, problems: list[Problem | str], platform: dict[str, Any] | None = None) -> Location:
+def _location_with_rack(host: Host, problems: list[Problem | str], platform: dict[str, Any] | None = None) -> Location:
     """Zone and placement hierarchy from the provider's metadata server, asked only when DMI
     says the host is a GCE or EC2 instance (A3/A4 on GCP, P5/P6 on AWS). Without a provider
     rack, the chassis serial of NVML platform info is the rack (v1 of the struct names it

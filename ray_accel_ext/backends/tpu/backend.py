@@ -22,7 +22,8 @@ from ...backend import AcceleratorBackend, Capabilities, PciId
 from ...bounds import ascii_uint
 from ...errors import TopologyStringError
 from ...host import Host
-from ...hw.cloud import cloud_provider, gcp_location, hostname
+from ...hw.cloud import cloud_provider, hostname
+from ...hw.cloud import location as provider_location
 from ...labels import (
     TPU_ATTR_ACCELERATOR_TYPE,
     TPU_ATTR_PREFIX,
@@ -91,7 +92,7 @@ class TPUBackend(AcceleratorBackend):
         problems: list[Problem | str] = []
         chips = find_chips(host, problems)
         info = slice_info(host, problems)
-        location = _location(host, info, problems)
+        location = _tpu_location(host, info, problems)
         provider_lookup(host, info, location, problems)
 
         acc, topo, fits = _parse_identity(info, problems)
@@ -150,14 +151,13 @@ class TPUBackend(AcceleratorBackend):
         )
 
 
-def _location(host: Host, info: SliceInfo, problems: list[Problem | str]) -> Location:
-    if cloud_provider(host) != "gcp":
-        return Location()
+def _tpu_location(host: Host, info: SliceInfo, problems: list[Problem | str]) -> Location:
+    """The provider's location (:func:`ray_accel_ext.hw.cloud.location`), unless on GKE (the facts
+    are in the environment and no metadata request is made) or after a failed metadata read (not
+    repeated for the location keys: its reason is already in ``problems``)."""
     if gke_environment(host.env) or info.metadata_failed:
-        # GKE: the facts are in the environment and no metadata request is made; a failed read
-        # is not repeated for the location keys (its reason is already in ``problems``).
-        return Location(provider="gcp")
-    return gcp_location(host, problems)  # answered from the same recursive read
+        return Location(provider="gcp") if cloud_provider(host) == "gcp" else Location()
+    return provider_location(host, problems)  # on GCE, answered from the same recursive read
 
 
 _T = TypeVar("_T")
