@@ -21,7 +21,7 @@ Contract (checked by the conformance suite, ``pytest --pyargs ray_accel_ext.conf
   ``capabilities.uses_network`` is declared.
 
 What a backend knows about its hardware it *declares* as class attributes (:class:`PciId`,
-driver paths, the visible-devices variable), so ``ray-accel doctor``, the health monitors and the
+driver paths, the visible-devices variable, its own problem codes), so ``ray-accel doctor``, the health monitors and the
 node-start capping ask the registry and hold no vendor table of their own.
 """
 
@@ -35,6 +35,7 @@ from typing import ClassVar
 from .host import Host
 from .hw.pci import PciId
 from .model import Device, NodeDescription
+from .problems import ProblemCode
 
 __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Capabilities", "PciId", "AcceleratorBackend"]
 
@@ -105,6 +106,9 @@ class AcceleratorBackend(abc.ABC):
     pci_ids: ClassVar[tuple[PciId, ...]] = ()
     driver_paths: ClassVar[tuple[str, ...]] = ()
     driver_hint: ClassVar[str] = ""
+    # The backend's own problem codes (``ProblemCode(code, severity, summary, hint)``), declared by
+    # discovery in the node-start process (docs/problems.md); a built-in code is never replaced.
+    problem_codes: ClassVar[tuple[ProblemCode, ...]] = ()
 
     @abc.abstractmethod
     def detect(self, host: Host) -> bool:

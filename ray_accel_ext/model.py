@@ -13,15 +13,18 @@ Shape of a node (``NodeDescription``, one per accelerator family found)::
     fabric         the accelerator-fabric domain this host belongs to (slice, NVLink domain, ...)
     location       provider network hierarchy (zone, cluster, block, rack) when known
     attributes     vendor labels, every key under the backend's own ``label_prefix``
-    problems       what could not be read; a non-empty tuple makes the node ``degraded``
+    problems       what could not be read (coded :class:`Problem` values, see
+                   :mod:`ray_accel_ext.problems`); a non-empty tuple makes the node ``degraded``
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import problems as _codes
 from .errors import DescriptionError
 from .values import _frozen_mapping, _Value, _without_defaults
 
@@ -38,6 +41,8 @@ __all__ = [
     "NodeDescription",
     "Problem",
     "NodeInventory",
+    "reason_line",
+    "golden_form",
 ]
 
 SCHEMA_VERSION = 1
@@ -214,7 +219,11 @@ class NodeDescription(_Value):
         resource_quantity: how much of ``resource_name`` the node offers (devices, or cores).
         interconnect: device fabric (``nvlink4``, ``nvlink5``, ``ici``, ``neuronlink-v3``,
             ``xgmi``, ``pcie``).
-        problems: human-readable reasons the description is incomplete (node is ``degraded``).
+        problems: why the description is incomplete (node is ``degraded``), coded
+            :class:`Problem` values. A plain string (what a backend written for an earlier
+            release gives) is accepted and becomes a Problem with the generic code
+            ``degraded`` (:data:`ray_accel_ext.problems.DEGRADED`); a Problem without a
+            ``backend`` gets this description's.
     """
 
     backend: str
@@ -228,11 +237,12 @@ class NodeDescription(_Value):
     fabric: Fabric | None = None
     location: Location = field(default_factory=Location)
     attributes: Mapping[str, str] = field(default_factory=dict)
-    problems: tuple[str, ...] = ()
+    problems: tuple[Problem | str, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", _frozen_mapping(self.attributes))
+        object.__setattr__(self, "problems", tuple(_coerce(p, self.backend) for p in self.problems))
         object.__setattr__(self, "resource_quantity", float(self.resource_quantity))
         if self.schema_version != SCHEMA_VERSION:
             raise DescriptionError(
@@ -243,6 +253,10 @@ class NodeDescription(_Value):
     @property
     def degraded(self) -> bool:
         return bool(self.problems)
+
+    def golden_dict(self) -> dict[str, Any]:
+        """``to_dict()`` in the form golden ``expected.json`` files keep: problems as their messages."""
+        return golden_form(self.to_dict())
 
     def consistency_errors(self) -> list[str]:
         """Cross-field invariants; each message names the field path. Empty when consistent."""
@@ -290,12 +304,54 @@ class NodeDescription(_Value):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Problem(_Value):
-    """Why a backend (not a single field) failed during discovery."""
+    """One reason a node is degraded: a code of :mod:`ray_accel_ext.problems` and its message.
 
-    backend: str
-    stage: str  # "load" | "detect" | "describe" | "budget"
-    error: str  # error class name
+    Attributes:
+        code: what kind of problem (``file-missing``, ``metadata-timeout``, a vendor's declared
+            code); readers decide from it, never from the message.
+        message: the problem in words, for people and logs.
+        backend: the backend it concerns (``registry``, ``host``, ``skus`` for problems of no
+            backend); in a description, the description's backend.
+        stage: for a backend-level failure, where it happened: ``load``, ``detect``,
+            ``describe`` or ``budget``; None for a problem inside a description.
+        error: for a backend-level failure, the error class name; None otherwise.
+        device: the device index or id it concerns, when it concerns one.
+        hint: a fix of the problem's own, shown before its code's fix.
+    """
+
+    code: str = _codes.DEGRADED
     message: str
+    backend: str = ""
+    stage: str | None = None  # "load" | "detect" | "describe" | "budget"
+    error: str | None = None  # error class name
+    device: int | str | None = None
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _without_defaults(self, ("backend", "stage", "error", "device", "hint"))
+
+    @classmethod
+    def of(cls, exc: BaseException, message: str | None = None, **fields: Any) -> "Problem":
+        """The problem of an exception the host, a tool or a provider raised, coded from its
+        structure (:func:`ray_accel_ext.problems.code_of`); ``message`` defaults to its text."""
+        text = message if message is not None else getattr(exc, "message", None) or str(exc)
+        return cls(code=_codes.code_of(exc), message=text, **fields)
+
+
+def golden_form(description: Mapping[str, Any]) -> dict[str, Any]:
+    """A description's JSON form as golden ``expected.json`` files keep it: each problem as its
+    message (their codes are checked by tests of their own)."""
+    out = dict(description)
+    out["problems"] = [p["message"] if isinstance(p, Mapping) else p for p in description.get("problems", [])]
+    return out
+
+
+def _coerce(item: Any, backend: str) -> Problem:
+    if isinstance(item, str):
+        return Problem(code=_codes.DEGRADED, message=item, backend=backend)
+    if isinstance(item, Problem):
+        return item if item.backend else dataclasses.replace(item, backend=backend)
+    raise DescriptionError(f"expected Problem or str, got {type(item).__name__}", "problems")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -318,9 +374,20 @@ class NodeInventory(_Value):
     def degraded(self) -> bool:
         return bool(self.problems) or any(d.degraded for d in self.descriptions)
 
+    def all_problems(self) -> list[Problem]:
+        """Every reason this node is degraded, as coded values: the backend-level problems, then
+        each description's."""
+        return [*self.problems, *(p for d in self.descriptions for p in d.problems)]
+
     def reasons(self) -> list[str]:
-        """Every reason this node is degraded, one line each."""
-        out = [f"{p.backend} {p.stage}: {p.error}: {p.message}" for p in self.problems]
-        for d in self.descriptions:
-            out.extend(f"{d.backend}: {msg}" for msg in d.problems)
-        return out
+        """Every reason this node is degraded, one line each (for logs; readers use the codes
+        of :meth:`all_problems`)."""
+        return [reason_line(p) for p in self.all_problems()]
+
+
+def reason_line(problem: Problem) -> str:
+    """The one-line text of a problem: ``<backend> <stage>: <error>: <message>`` for a
+    backend-level failure, ``<backend>: <message>`` for a problem in a description."""
+    if problem.stage is not None:
+        return f"{problem.backend} {problem.stage}: {problem.error}: {problem.message}"
+    return f"{problem.backend}: {problem.message}"

@@ -97,6 +97,7 @@ def discovery_event(inventory, spec) -> dict[str, Any]:
         fabric_hosts=spec.labels.get(FABRIC_HOSTS),
         topology=spec.labels.get(FABRIC_TOPOLOGY),
         reasons=inventory.reasons(),
+        problems=[{"code": p.code, "backend": p.backend, "message": p.message} for p in inventory.all_problems()],
     )
 
 

@@ -1,10 +1,61 @@
-"""The envelope every recorded library reading shares (NVML, AMD SMI): ``{"format": N, "devices": [...]}``."""
+"""The envelope every recorded library reading shares (NVML, AMD SMI): ``{"format": N, "devices": [...]}``,
+and reading one through the host with what went wrong as coded problems."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
-__all__ = ["reading_devices"]
+from ..errors import HostReadError
+from ..host import Host
+from ..model import Problem
+from ..problems import FILE_UNREADABLE
+
+__all__ = ["reading_devices", "library_reading", "never_raises", "any_readable"]
+
+_T = TypeVar("_T")
+
+
+def never_raises(probe: Callable[[], object]) -> bool:
+    """``bool(probe())``, False when it raises anything: ``detect`` never raises (the contract)."""
+    try:
+        return bool(probe())
+    except Exception:  # noqa: BLE001 - detect never raises
+        return False
+
+
+def any_readable(items: Iterable[_T], test: Callable[[_T], object]) -> bool:
+    """Whether ``test`` holds for some item; an item whose files cannot be read or parsed is skipped."""
+    for item in items:
+        try:
+            if test(item):
+                return True
+        except (HostReadError, ValueError):
+            continue
+    return False
+
+
+def library_reading(host: Host, name: str, label: str, read_live: Callable[[], Any],
+                    validate: Callable[[Any], list[str]], problems: list[Problem | str]) -> dict[str, Any] | None:
+    """The host's reading of library ``name`` (``label`` in problem lines), validated; None when
+    the library is absent or its reading unusable (then a problem says why)."""
+    try:
+        reading = host.library(name, read_live)
+    except HostReadError as exc:
+        problems.append(Problem.of(exc, f"{label}: {exc}"))
+        return None
+    except Exception as exc:  # noqa: BLE001 - a driver/binding failure must not take the node down
+        problems.append(f"{label}: {type(exc).__name__}: {exc}")
+        return None
+    if reading is None:
+        return None
+    errors = validate(reading)
+    if errors:
+        problems.append(Problem(code=FILE_UNREADABLE, message=f"{label} reading malformed: " + "; ".join(errors[:5])))
+        return None
+    if reading.get("error"):
+        problems.append(f"{label}: {reading['error']}")
+    return reading
 
 
 def reading_devices(reading: Any, format_version: int) -> tuple[list[str], list[Any] | None]:

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from .. import skus
 from ..host import Host
 from ..hw.pci import PciFunction
-from ..model import Sku
+from ..model import Device, NodeDescription, Problem, Sku
+from ..problems import SKU_UNKNOWN
 
-__all__ = ["NO_LAYOUT_MARK", "UNKNOWN_SKU_MARK", "identify_function", "node_identity", "to_sku"]
+__all__ = ["NO_LAYOUT_MARK", "UNKNOWN_SKU_MARK", "identify_function", "node_identity", "to_sku", "pci_description"]
 
 _GIB = 1 << 30
-# Every problem about a device id the database lacks contains this text (doctor's rule for it).
+# The words of a problem about a device id the database lacks (code ``sku-unknown``)...
 UNKNOWN_SKU_MARK = "not in the SKU database"
-# ... and this, about a device the database knows whose generation this release cannot lay out.
+# ... and of one about a device the database knows whose generation this release cannot lay out
+# (code ``generation-unsupported``). Readers decide from the codes, never from these words.
 NO_LAYOUT_MARK = "of a generation this release has no layout for"
 
 
@@ -55,8 +58,17 @@ def to_sku(identity: skus.Identity, ray_accelerator_type: str | None) -> Sku:
     )
 
 
+def pci_description(backend: Any, sku: Sku, devices: Sequence[Device], problems: Sequence[Problem | str],
+                    **fields: Any) -> NodeDescription:
+    """The description of ``backend`` (its name and resource) with one resource unit a device, and
+    each problem once."""
+    return NodeDescription(backend=backend.name, sku=sku, resource_name=backend.resource_name,
+                           resource_quantity=len(devices), devices=tuple(devices),
+                           problems=tuple(dict.fromkeys(problems)), **fields)
+
+
 def node_identity(
-    identities: Sequence[skus.Identity], addresses: Sequence[str], problems: list[str], noun: str = "device"
+    identities: Sequence[skus.Identity], addresses: Sequence[str], problems: list[Problem | str], noun: str = "device"
 ) -> skus.Identity | None:
     """The node's SKU (the most common one, ties to the first device's) and a problem for mixed
     models and for every device id the database does not know; None without devices."""
@@ -75,10 +87,11 @@ def node_identity(
         shown = ", ".join(addresses[i] for i in where[:4]) + (" ..." if len(where) > 4 else "")
         named = {"nvml": "the driver's name", "pci.ids": "the host's pci.ids"}.get(ident.source)
         how = f"named {ident.sku} from {named}" if named else f"named {ident.sku}"
-        problems.append(
-            f"{len(where)} {noun}(s) with PCI id {vendor_id[2:]}:{device_id[2:]} ({shown}) {UNKNOWN_SKU_MARK}: "
-            f"counted, {how}, generation unknown; describe it in an extra SKU file ({skus.ENV_VAR}, "
-            f"see `ray-accel skus`)"
-        )
+        problems.append(Problem(
+            code=SKU_UNKNOWN,
+            message=f"{len(where)} {noun}(s) with PCI id {vendor_id[2:]}:{device_id[2:]} ({shown}) {UNKNOWN_SKU_MARK}: "
+                    f"counted, {how}, generation unknown; describe it in an extra SKU file ({skus.ENV_VAR}, "
+                    f"see `ray-accel skus`)",
+        ))
     top = counts.most_common(1)[0][0]
     return next(i for i in identities if i.sku == top)

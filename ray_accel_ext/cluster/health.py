@@ -38,6 +38,7 @@ from typing import Any
 
 from ..hw.nics import is_rdma_nic_pci
 from ..node.registry import families, family_of_pci
+from ..problems import DEVICE_ADDED, DEVICE_GONE
 from ..telemetry import emit
 from .nodes import alive_nodes
 
@@ -231,15 +232,18 @@ class HealthMonitor:
             missing = [self.baseline[k] for k in sorted(self.baseline) if k not in self.present]
             added = [self.present[k] for k in sorted(self.present) if k not in self.baseline]
             events = list(self.events)
-        reasons = [f"{r.kind.replace('_', ' ')} {r.name}"
-                   f"{' (' + r.vendor + ':' + r.device + ')' if r.vendor and r.device else ''} disappeared after the node started"
-                   for r in missing]
-        reasons += [f"{r.kind.replace('_', ' ')} {r.name} appeared after the node started; Ray does not count it "
-                    "until the node restarts" for r in added]
+        problems = [{"code": DEVICE_GONE,
+                     "message": f"{r.kind.replace('_', ' ')} {r.name}"
+                                f"{' (' + r.vendor + ':' + r.device + ')' if r.vendor and r.device else ''} disappeared "
+                                "after the node started"} for r in missing]
+        problems += [{"code": DEVICE_ADDED,
+                      "message": f"{r.kind.replace('_', ' ')} {r.name} appeared after the node started; Ray does not "
+                                 "count it until the node restarts"} for r in added]
         status = "degraded" if missing else ("changed" if added else "ok")
         return {
             "status": status,
-            "reasons": reasons,
+            "reasons": [p["message"] for p in problems],
+            "problems": problems,
             "missing": [asdict(r) for r in missing],
             "added": [asdict(r) for r in added],
             "baseline": {"accelerators": sum(1 for r in self.baseline.values() if r.kind == "accelerator"),

@@ -35,8 +35,9 @@ from ..labels import (
     FABRIC_TOPOLOGY,
     RACK,
 )
-from ..model import NodeInventory
+from ..model import NodeInventory, Problem, reason_line
 from ..placement.ranks import rank_domains
+from ..problems import DEGRADED, PROBE_FAILED, START_DEGRADED
 from .nodes import NodeView, node_views
 
 __all__ = [
@@ -78,18 +79,23 @@ class ClusterNode:
     def degraded(self) -> bool:
         return bool(self.reasons())
 
-    def reasons(self) -> list[str]:
-        """Why this node is degraded: discovery at start, the probe, and health after start."""
-        out: list[str] = []
+    def problems(self) -> list[Problem]:
+        """Why this node is degraded, as coded problems: discovery at start (the probe's
+        inventory), the probe, and health after start."""
+        out: list[Problem] = []
         if self.inventory is not None:
-            out += self.inventory.reasons()
+            out += self.inventory.all_problems()
         elif self.labels.get(DISCOVERY_LABEL) == "degraded":
-            out.append(f"started with {DISCOVERY}=degraded (see the node's ray start log)")
+            out.append(Problem(code=START_DEGRADED, message=f"started with {DISCOVERY}=degraded (see the node's ray start log)"))
         if self.probe_error:
-            out.append(f"inventory probe failed: {self.probe_error}")
+            out.append(Problem(code=PROBE_FAILED, message=f"inventory probe failed: {self.probe_error}"))
         if self.health and self.health.get("status") not in (None, "ok"):
-            out += [str(r) for r in self.health.get("reasons", [])]
+            out += _health_problems(self.health)
         return out
+
+    def reasons(self) -> list[str]:
+        """Why this node is degraded, one line each (:meth:`problems` in words)."""
+        return [reason_line(p) if p.backend else p.message for p in self.problems()]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,7 +112,18 @@ class ClusterNode:
             "pcie": self.pcie,
             "degraded": self.degraded,
             "reasons": self.reasons(),
+            "problems": [p.to_dict() for p in self.problems()],
         }
+
+
+def _health_problems(health: Mapping[str, Any]) -> list[Problem]:
+    """The health monitor's coded problems (its ``problems``; a plain ``reasons`` line, from a
+    monitor that sends none, gets the generic code)."""
+    coded = health.get("problems")
+    if isinstance(coded, list):
+        return [Problem(code=str(p.get("code") or DEGRADED), message=str(p.get("message", ""))) for p in coded
+                if isinstance(p, Mapping)]
+    return [Problem(code=DEGRADED, message=str(r)) for r in health.get("reasons", [])]
 
 
 @dataclass

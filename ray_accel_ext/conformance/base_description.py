@@ -14,6 +14,7 @@ from ..labels import (
     key_prefix,
 )
 from ..model import NodeDescription
+from ..problems import codes as problem_codes
 from ..testing.snapshots import metadata_spec
 from ._core import (
     SuiteTests,
@@ -55,7 +56,7 @@ class BaseDescriptionTests(SuiteTests):
 
     def test_matches_golden(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:
         desc = _describe(backend, device_snapshot, suite)
-        diff = golden_diff(device_snapshot.description, desc.to_dict())
+        diff = golden_diff(device_snapshot.description, desc.golden_dict())
         assert not diff, (
             f"{backend.name}.describe() on snapshot {device_snapshot} differs from its expected.json:\n  "
             + "\n  ".join(diff)
@@ -73,6 +74,9 @@ class BaseDescriptionTests(SuiteTests):
         for key in desc.attributes:
             if key_prefix(key) != backend.label_prefix:
                 errors.append(f"attributes[{key!r}]: outside the backend's label_prefix {backend.label_prefix!r}")
+        known = {c.code for c in problem_codes(vendor=False)} | {c.code for c in backend.problem_codes}
+        errors += [f"problems[{i}].code: {p.code!r} is neither built in nor in the backend's problem_codes "
+                   "(docs/problems.md)" for i, p in enumerate(desc.problems) if p.code not in known]
         assert not errors, f"{backend.name} on snapshot {device_snapshot}:\n  " + "\n  ".join(errors)
 
     def test_round_trip(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:

@@ -36,7 +36,8 @@ from ..errors import (
     ProviderTimeout,
 )
 from ..host import Host
-from ..model import Location
+from ..model import Location, Problem
+from ..problems import LIBRARY_MISSING, METADATA_ERROR, METADATA_TIMEOUT
 from . import topology_cache
 
 __all__ = [
@@ -144,7 +145,7 @@ def describe_instance_topology(
     return None
 
 
-def with_network_topology(host: Host, location: Location, problems: list[str]) -> Location:
+def with_network_topology(host: Host, location: Location, problems: list[Problem]) -> Location:
     """``location`` with cluster/block/rack from ``DescribeInstanceTopology`` when the node opts in
     (``RAY_ACCEL_AWS_TOPOLOGY=1``); what went wrong goes into ``problems``, never raised."""
     if not enabled(host.env):
@@ -153,15 +154,15 @@ def with_network_topology(host: Host, location: Location, problems: list[str]) -
     if kept is not None:
         return kept
     if not boto3_available():
-        problems.append(f"{ENABLE_ENV} is set but boto3 (the [aws] extra) is not installed")
+        problems.append(Problem(code=LIBRARY_MISSING, message=f"{ENABLE_ENV} is set but boto3 (the [aws] extra) is not installed"))
         return location
     try:
         instance_id = host.metadata.imds("instance-id")
     except ProviderError as exc:
-        problems.append(f"EC2 IMDS instance-id: {exc.reason()}")
+        problems.append(Problem.of(exc, f"EC2 IMDS instance-id: {exc.reason()}"))
         return location
     if not instance_id or not location.region:
-        problems.append("DescribeInstanceTopology skipped: instance id or region unknown")
+        problems.append(Problem(code=METADATA_ERROR, message="DescribeInstanceTopology skipped: instance id or region unknown"))
         return location
     # boto3's import and credential chain are not bounded by the HTTP timeout: run the lookup in
     # its own thread and stop waiting while there is still budget to describe the devices.
@@ -182,15 +183,16 @@ def with_network_topology(host: Host, location: Location, problems: list[str]) -
     worker.start()
     worker.join(max(0.0, host.deadline.remaining() - _DESCRIBE_RESERVE_S))
     if worker.is_alive():
-        problems.append("DescribeInstanceTopology: no answer within the discovery budget (boto3 import, "
-                        "credentials or the API); rack/block/cluster left unknown")
+        problems.append(Problem(code=METADATA_TIMEOUT,
+                                message="DescribeInstanceTopology: no answer within the discovery budget (boto3 import, "
+                                        "credentials or the API); rack/block/cluster left unknown"))
         return location
     error = outcome.get("error")
     if isinstance(error, ProviderError):
-        problems.append(f"{type(error).__name__}: {error.message}")
+        problems.append(Problem.of(error, f"{type(error).__name__}: {error.message}"))
         return location
     if error is not None:
-        problems.append(f"DescribeInstanceTopology: {type(error).__name__}: {error}")
+        problems.append(Problem(code=METADATA_ERROR, message=f"DescribeInstanceTopology: {type(error).__name__}: {error}"))
         return location
     topo = outcome.get("topology")
     if not isinstance(topo, InstanceTopology):

@@ -21,10 +21,11 @@ from ..bounds import bounded_json
 from ..errors import HostReadError, ProviderError
 from ..host import Host
 from ..labels import sanitize_value
-from ..model import Fabric, Location
+from ..model import Fabric, Location, Problem
+from ..problems import DEGRADED, METADATA_ERROR
 from . import aws_topology
 
-__all__ = ["cloud_provider", "dmi", "hostname", "host_fabric", "gcp_location", "aws_location"]
+__all__ = ["cloud_provider", "dmi", "hostname", "host_fabric", "location", "gcp_location", "aws_location"]
 
 _AWS_TYPE_RE = re.compile(r"^[a-z][a-z0-9-]*\.[0-9]*[a-z]+$")
 
@@ -62,7 +63,7 @@ def hostname(host: Host) -> str | None:
     return None
 
 
-def host_fabric(host: Host, problems: list[str] | None = None) -> Fabric:
+def host_fabric(host: Host, problems: list[Problem] | None = None) -> Fabric:
     """The domain of a host that is in no larger fabric: itself.
 
     Without a readable host name the domain id would not be unique (two such hosts would look
@@ -70,14 +71,26 @@ def host_fabric(host: Host, problems: list[str] | None = None) -> Fabric:
     """
     name = hostname(host)
     if name is None and problems is not None:
-        problems.append(
-            "no readable host name (/proc/sys/kernel/hostname, /etc/hostname, /etc/machine-id): "
-            "this host's fabric domain id 'unknown-host' is not unique"
-        )
+        problems.append(Problem(
+            code=DEGRADED,
+            message="no readable host name (/proc/sys/kernel/hostname, /etc/hostname, /etc/machine-id): "
+                    "this host's fabric domain id 'unknown-host' is not unique",
+        ))
     return Fabric(kind="host", id=sanitize_value(name or "") or "unknown-host", hosts=1, worker=0)
 
 
-def gcp_location(host: Host, problems: list[str]) -> Location:
+def location(host: Host, problems: list[Problem]) -> Location:
+    """The provider's location of a host, asked only when DMI says it is a GCE or EC2 instance;
+    an empty :class:`Location` elsewhere."""
+    provider = cloud_provider(host)
+    if provider == "gcp":
+        return gcp_location(host, problems)
+    if provider == "aws":
+        return aws_location(host, problems)
+    return Location()
+
+
+def gcp_location(host: Host, problems: list[Problem]) -> Location:
     """Zone and ``physical_host_topology`` from the GCE metadata server."""
     md = host.metadata
     try:
@@ -85,7 +98,7 @@ def gcp_location(host: Host, problems: list[str]) -> Location:
         machine = md.gce("instance/machine-type")
         topo_text = md.gce_attribute("physical_host_topology")
     except ProviderError as exc:
-        problems.append(f"GCE metadata: {exc.message}")
+        problems.append(Problem.of(exc, f"GCE metadata: {exc.message}"))
         return Location(provider="gcp")
     zone = zone_path.rsplit("/", 1)[-1] if zone_path else None
     cluster = block = rack = None
@@ -96,7 +109,7 @@ def gcp_location(host: Host, problems: list[str]) -> Location:
                 raise ValueError("not a JSON object")
             cluster, block, rack = topo.get("cluster"), topo.get("block"), topo.get("subBlock")
         except ValueError as exc:
-            problems.append(f"GCE metadata physical_host_topology: unparsable ({exc})")
+            problems.append(Problem(code=METADATA_ERROR, message=f"GCE metadata physical_host_topology: unparsable ({exc})"))
     return Location(
         provider="gcp",
         instance_type=machine.rsplit("/", 1)[-1] if machine else None,
@@ -108,7 +121,7 @@ def gcp_location(host: Host, problems: list[str]) -> Location:
     )
 
 
-def aws_location(host: Host, problems: list[str]) -> Location:
+def aws_location(host: Host, problems: list[Problem]) -> Location:
     """Instance type, region and zone (DMI first, then IMDSv2), and with ``RAY_ACCEL_AWS_TOPOLOGY=1``
     the instance topology's cluster, block and rack."""
     instance_type = dmi(host, "product_name")
@@ -120,7 +133,7 @@ def aws_location(host: Host, problems: list[str]) -> Location:
         if instance_type is None:
             instance_type = host.metadata.imds("instance-type")
     except ProviderError as exc:
-        problems.append(f"EC2 IMDS: {exc.reason()}")
+        problems.append(Problem.of(exc, f"EC2 IMDS: {exc.reason()}"))
         return Location(provider="aws", instance_type=instance_type)
     location = Location(provider="aws", instance_type=_str(instance_type), region=_str(region), zone=_str(zone))
     return aws_topology.with_network_topology(host, location, problems)

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 
 from ..errors import HostReadError
 from ..host import Host
-from ..model import PATH_CLASSES, Nic, NicPath
+from ..model import PATH_CLASSES, Nic, NicPath, Problem
+from ..problems import FILE_UNREADABLE
 from .pci import BDF_RE, PciFunction, PciId, bridge_chain, read_function
 
 __all__ = ["RdmaNic", "RDMA_NIC_PCI_IDS", "is_rdma_nic_pci", "list_rdma_nics", "path_class", "nearest_nics", "pcie_switch_of"]
@@ -69,7 +70,7 @@ def _rate_gbps(text: str | None) -> float | None:
         return None
 
 
-def list_rdma_nics(host: Host, problems: list[str] | None = None) -> list[RdmaNic]:
+def list_rdma_nics(host: Host, problems: list[Problem] | None = None) -> list[RdmaNic]:
     """Every RDMA device under ``/sys/class/infiniband``, sorted by name."""
     out: list[RdmaNic] = []
     for name in host.listdir(IB_CLASS):
@@ -77,7 +78,7 @@ def list_rdma_nics(host: Host, problems: list[str] | None = None) -> list[RdmaNi
         function: PciFunction | None = None
         if not host.exists(base):
             if problems is not None:
-                problems.append(f"{base}: broken symbolic link, NIC skipped")
+                problems.append(Problem(code=FILE_UNREADABLE, message=f"{base}: broken symbolic link, NIC skipped"))
             continue
         try:
             dev_path = host.realpath(f"{base}/device")
@@ -86,19 +87,19 @@ def list_rdma_nics(host: Host, problems: list[str] | None = None) -> list[RdmaNi
                 function = read_function(host, address, problems)
         except HostReadError as exc:
             if problems is not None:
-                problems.append(f"{base}/device: {exc.reason}")
+                problems.append(Problem.of(exc, f"{base}/device: {exc.reason}"))
         try:
             link_layer = host.read_optional(f"{base}/ports/1/link_layer")
             rate = _rate_gbps(host.read_optional(f"{base}/ports/1/rate"))
         except HostReadError as exc:
             if problems is not None:
-                problems.append(str(exc))
+                problems.append(Problem.of(exc))
             link_layer, rate = None, None
         try:
             netdevs = host.listdir(f"{base}/device/net") if function is not None else []
         except HostReadError as exc:
             if problems is not None:
-                problems.append(str(exc))
+                problems.append(Problem.of(exc))
             netdevs = []
         nic = Nic(
             name=name,

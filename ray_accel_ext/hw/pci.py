@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from ..errors import HostReadError
 from ..host import Host
+from ..model import Problem
+from ..problems import FILE_UNREADABLE
 
 __all__ = [
     "PciId",
@@ -138,7 +140,7 @@ def read_ids(host: Host, address: str) -> tuple[str, str, str]:
 
 
 def read_function(
-    host: Host, address: str, problems: list[str] | None = None, ids: tuple[str, str, str] | None = None
+    host: Host, address: str, problems: list[Problem] | None = None, ids: tuple[str, str, str] | None = None
 ) -> PciFunction:
     """Everything discovery needs about one function.
 
@@ -175,11 +177,26 @@ def read_function(
     return PciFunction(address, path, vendor, device, pci_class, sub_vendor, sub_device, numa, cpus)
 
 
-def _note(problems: list[str] | None, path: str, exc: Exception) -> None:
+def read_listed_function(host: Host, address: str, problems: list[Problem | str], missing: str) -> PciFunction | None:
+    """:func:`read_function` for a function another source lists (a driver, a tool): None with
+    the problem ``missing`` when sysfs does not show it, None with the read error when its ids
+    cannot be read."""
+    if not host.exists(f"{PCI_DEVICES}/{address}"):
+        problems.append(missing)
+        return None
+    try:
+        return read_function(host, address, problems)
+    except HostReadError as exc:
+        problems.append(Problem.of(exc))
+        return None
+
+
+def _note(problems: list[Problem] | None, path: str, exc: Exception) -> None:
     if problems is None:
         return
     reason = exc.reason if isinstance(exc, HostReadError) else f"unparsable ({exc})"
-    problems.append(f"{path}: {reason}" if not str(reason).startswith(path) else str(reason))
+    message = f"{path}: {reason}" if not str(reason).startswith(path) else str(reason)
+    problems.append(Problem.of(exc, message) if isinstance(exc, HostReadError) else Problem(code=FILE_UNREADABLE, message=message))
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 1. :mod:`.registry` - the backends' entry points (found, checked, loaded by name);
 2. :mod:`.isolate` - a third-party backend in a forked worker process;
 3. :mod:`.discovery` - every backend against one host, within one deadline;
-4. :mod:`.checks` - text no node should publish;
+4. :mod:`.checks` - text no node should publish; :mod:`.host_checks` - what no backend can report;
 5. :mod:`.adapter` - a :class:`~ray_accel_ext.model.NodeInventory` to Ray resources and labels;
 6. :mod:`.visibility` - counts capped by the process's visible-devices variables;
 7. :mod:`.ray_native` - the families Ray detects itself, kept next to ours;

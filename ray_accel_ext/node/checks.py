@@ -13,6 +13,8 @@ from typing import Any
 
 from ..bounds import CONTROL_RE, MAX_TEXT
 from ..labels import is_valid_value
+from ..model import Problem
+from ..problems import DESCRIPTION_INVALID
 
 __all__ = ["description_problems"]
 
@@ -65,13 +67,18 @@ def _describe_text(text: str) -> str:
     return f"control character {bad.group()!r}" if bad else "not a valid label value"
 
 
-def description_problems(desc: Any) -> list[str]:
+def description_problems(desc: Any) -> list[Problem]:
     """Why ``desc`` (a NodeDescription) carries text no node should publish; empty when clean.
 
     Checked: every string (at most :data:`MAX_TEXT` characters, no control characters; problems
     are free text and only capped), and the values the adapter turns into Ray resource names (the
     SKU's Ray accelerator type, ``accelerator_type:<T>``; a TPU slice name, ``<slice-name>``):
     these must be valid label values, else the resource is left out (``adapter``)."""
+    out = [Problem(code=DESCRIPTION_INVALID, message=line, backend=desc.backend) for line in _text_problems(desc)]
+    return out
+
+
+def _text_problems(desc: Any) -> list[str]:
     out: list[str] = []
     if _any_bad_text([getattr(desc, f.name) for f in fields(desc) if f.name != "problems"]):
         # only now the field paths, from the published form

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -30,15 +29,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import AcceleratorBackend
-from ..errors import BackendLoadError, DescriptionError, HostReadError
+from ..errors import BackendLoadError, DescriptionError
 from ..host import FsHost, Host, host_from_env
-from ..hw.pci import PCI_DEVICES
-from ..hw.pci_index import pci_index
 from ..labels import key_prefix
 from ..model import NodeDescription, NodeInventory, Problem
+from ..problems import (
+    BACKEND_CRASH,
+    BACKEND_LOAD,
+    BUDGET,
+    DEGRADED,
+    code_of,
+    code_of_error_name,
+    valid_code,
+)
 from ..redact import redact
 from .checks import description_problems
 from .envelope import STAGGER_S, join_ends
+from .host_checks import access_problems, host_problems, sku_file_problems
 from .isolate import Worker, can_fork, isolation_mode
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message, scan_backends
 
@@ -47,10 +54,6 @@ __all__ = ["discover", "discover_node", "Discovery"]
 log = logging.getLogger("ray_accel_ext")
 
 _MAX_MESSAGE = 1000
-_HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,6}")
-# Directories the backends' detect() start from. detect() never raises, so one that exists but
-# cannot be listed (mode 000, a symlink loop) would read as "no accelerators, ok"; it is reported.
-_ENTRY_DIRS = ("/sys/bus/pci/devices", "/dev")
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class _InProcess:
         self.info: BackendInfo | None = None
         self.desc: Any = None
         self.failure: tuple[str, str, str] | None = None
+        self.code: str | None = None
         self.thread = threading.Thread(target=self._run, name=f"ray-accel-{self.name}", daemon=True)
 
     def _run(self) -> None:
@@ -107,6 +111,7 @@ class _InProcess:
             self.failure = ("load", type(exc).__name__, exc.message)
         except BaseException as exc:  # noqa: BLE001 - a backend must never take the node down
             self.failure = (self.stage, type(exc).__name__, problem_message(exc))
+            self.code = code_of(exc)
 
     def problem(self) -> tuple[str, str, str] | None:
         if self.thread.is_alive():
@@ -129,6 +134,10 @@ class _Isolated:
     @property
     def info(self) -> BackendInfo | None:
         return self.worker.info
+
+    @property
+    def code(self) -> str | None:
+        return self.worker.code
 
     def problem(self) -> tuple[str, str, str] | None:
         found = self.worker.problem()
@@ -155,20 +164,20 @@ def _scan(host: Host, problems: list[Problem]) -> list[BackendSpec]:
     t.start()
     t.join(host.deadline.remaining())
     if not found:
-        problems.append(Problem(backend="registry", stage="budget", error="TimeoutError",
+        problems.append(Problem(code=BUDGET, backend="registry", stage="budget", error="TimeoutError",
                                 message=f"reading the installed backends' entry points took more than the "
                                         f"{host.deadline.budget_s:g}s discovery budget; no backend loaded"))
         return []
     if isinstance(found[0], BaseException):
-        problems.append(Problem(backend="registry", stage="load", error=type(found[0]).__name__,
+        problems.append(Problem(code=BACKEND_LOAD, backend="registry", stage="load", error=type(found[0]).__name__,
                                 message=f"reading the installed backends' entry points failed: {_text(found[0])}"))
         return []
     specs, clashes = found[0]
     for name, message in clashes:
         if name == "registry":
-            problems.append(Problem(backend=name, stage="load", error="HostReadError", message=message))
+            problems.append(Problem(code=BACKEND_LOAD, backend=name, stage="load", error="HostReadError", message=message))
             continue
-        problems.append(Problem(backend=name, stage="load", error=BackendLoadError.__name__,
+        problems.append(Problem(code=BACKEND_LOAD, backend=name, stage="load", error=BackendLoadError.__name__,
                                 message=f"{message}; this name is not loaded, the other backends are"))
     return specs
 
@@ -183,19 +192,19 @@ def discover_node(host: Host | None = None, *, backends: Sequence[AcceleratorBac
     host_found: list[Problem] = []
 
     def check_host() -> None:
-        host_found.extend(_host_problems(host))
-        host_found.extend(_sku_file_problems())  # may read extra SKU files: on this thread too
+        host_found.extend(host_problems(host))
+        host_found.extend(sku_file_problems())  # may read extra SKU files: on this thread too
 
     checker = threading.Thread(target=check_host, name="ray-accel-host-checks", daemon=True)
     checker.start()
     _join(tasks, checker, host)
     descriptions, declared = _answers(tasks, problems)
     if checker.is_alive():
-        problems.append(Problem(backend="host", stage="budget", error="TimeoutError",
+        problems.append(Problem(code=BUDGET, backend="host", stage="budget", error="TimeoutError",
                                 message=f"the host checks (PCI functions, device directories) were still reading after "
                                         f"the {host.deadline.budget_s:g}s discovery budget; abandoned"))
     problems.extend(list(host_found))
-    problems.extend(_access_problems(host, problems))
+    problems.extend(access_problems(host, problems))
     inventory = NodeInventory(
         descriptions=tuple(descriptions),
         problems=tuple(dataclasses.replace(p, message=_clean(p.message)) for p in problems),
@@ -256,19 +265,35 @@ def _answers(tasks: list[Any], problems: list[Problem]) -> tuple[list[NodeDescri
     descriptions: list[NodeDescription] = []
     declared: dict[str, BackendInfo] = {}
     for task in tasks:
-        failure = task.problem()
+        failure, code = task.problem(), task.code
         desc = None
+        if task.info is not None:
+            for line in task.info.declare_codes():
+                log.warning("ray_accel_ext: backend %s: %s", task.name, line)
         if failure is None:
             try:
                 desc = _checked(task.info, task.answer())
             except Exception as exc:  # noqa: BLE001 - a malformed answer (from a worker: any data)
-                failure = ("describe", type(exc).__name__, _text(exc))
+                failure, code = ("describe", type(exc).__name__, _text(exc)), code_of(exc)
         if failure is not None:
-            problems.append(Problem(backend=task.name, stage=failure[0], error=failure[1], message=failure[2]))
+            problems.append(Problem(code=_failure_code(failure[0], failure[1], code), backend=task.name,
+                                    stage=failure[0], error=failure[1], message=failure[2]))
         if desc is not None:
             descriptions.append(desc)
             declared[task.name] = task.info
     return descriptions, declared
+
+
+def _failure_code(stage: str, error: str, code: str | None) -> str:
+    """The code of a backend-level failure: its stage for load and budget, else the code of what
+    was raised (from its structure), else a crash."""
+    if stage == "load":
+        return BACKEND_LOAD
+    if stage == "budget":
+        return BUDGET
+    if code and code != DEGRADED and valid_code(code):
+        return code
+    return code_of_error_name(error, BACKEND_CRASH)
 
 
 def _clean(message: str) -> str:
@@ -297,79 +322,16 @@ def _checked(info: BackendInfo | None, desc: Any) -> NodeDescription | None:
     errors = desc.consistency_errors()
     if errors:
         raise DescriptionError("; ".join(errors))
-    cleaned = tuple(_clean(p) for p in (*desc.problems, *description_problems(desc)))
+    cleaned = tuple(_cleaned(p) for p in (*desc.problems, *description_problems(desc)))
     return desc if cleaned == desc.problems else dataclasses.replace(desc, problems=cleaned)
 
 
-def _host_problems(host: Host) -> list[Problem]:
-    """What no backend can report, since ``detect()`` never raises: an entry directory that cannot
-    be listed, PCI functions that cannot be reached (a directory on their path cannot be searched)
-    and PCI functions whose vendor file is there but unreadable or garbage (a backend skips such a
-    function, so its device would silently not exist)."""
-    out: list[Problem] = []
-    for path in _ENTRY_DIRS:
-        try:
-            host.listdir(path)
-        except HostReadError as exc:
-            out.append(Problem(backend="host", stage="detect", error=type(exc).__name__, message=str(exc)))
-    bad: list[str] = []
-    index = pci_index(host)
-    try:
-        names = index.addresses()
-    except HostReadError:
-        names = []
-    if index.summary() is not None:
-        names = []  # the kernel's summary says whose each function is: a backend reads its own
-    for name in names:
-        entry = f"{PCI_DEVICES}/{name}"
-        try:
-            real = host.realpath(entry)
-        except HostReadError as exc:
-            bad.append(f"{name} ({exc.reason})")
-            continue
-        # A dangling link or a function without a vendor file is a device that went away
-        # (hot-unplug, SR-IOV teardown): not counted, not a problem. A vendor file that is there
-        # but unreadable or garbage is.
-        if not host.exists(real):
-            continue
-        try:
-            text = host.read_optional(f"{real}/vendor", max_bytes=64)
-        except HostReadError as exc:
-            bad.append(f"{name} ({exc.reason})")
-            continue
-        if text is not None and not _HEX_ID.fullmatch(text.strip()):
-            bad.append(f"{name} (vendor id {text.strip()[:20]!r})")
-    if bad:
-        out.append(Problem(
-            backend="host", stage="detect", error="HostReadError",
-            message=f"{len(bad)} PCI function(s) without a readable vendor id ({', '.join(bad[:4])}"
-                    f"{', ...' if len(bad) > 4 else ''}): devices there are not counted",
-        ))
-    return out
-
-
-def _access_problems(host: Host, already: list[Problem]) -> list[Problem]:
-    """Directories some backend or check could not list or search (``FsHost.access_errors``) and
-    special files where a file was read (``FsHost.special_files``): a backend usually reads past
-    them (an optional hint, or "no such device"), so the host names them."""
-    errors = dict(getattr(host, "access_errors", None) or {})
-    special = dict(getattr(host, "special_files", None) or {})
-    said = " ".join(p.message for p in already)
-    out = []
-    for path, reason in sorted(errors.items()):
-        if f"{path}: " not in said:
-            out.append(Problem(backend="host", stage="detect", error="HostReadError",
-                               message=f"{path}: {reason}; it cannot be listed or searched, so devices under it are "
-                                       "not counted"))
-    for path, what in sorted(special.items()):
-        if f"{path}: " not in said:
-            out.append(Problem(backend="host", stage="detect", error="HostReadError", message=f"{path}: {what}"))
-    return out
-
-
-def _sku_file_problems() -> list[Problem]:
-    """Extra SKU files that were skipped (bad JSON, a schema error): the node starts on the
-    built-in data and says which file and field (``ray_accel_ext/skus/SCHEMA.md``)."""
-    from .. import skus
-
-    return [Problem(backend="skus", stage="load", error="SkuFileError", message=line) for line in skus.load_problems()]
+def _cleaned(problem: Problem) -> Problem:
+    """``problem`` fit for the node log: message and hint cleaned, a malformed code (what a
+    backend made up: not lowercase words joined by dashes) named in the message instead."""
+    code, message = problem.code, problem.message
+    if not valid_code(code):
+        code, message = DEGRADED, f"[malformed problem code {str(code)[:40]!r}] {message}"
+    hint = _clean(problem.hint) if problem.hint else problem.hint
+    device = problem.device if isinstance(problem.device, int) or problem.device is None else _clean(str(problem.device))
+    return dataclasses.replace(problem, code=code, message=_clean(message), hint=hint, device=device)

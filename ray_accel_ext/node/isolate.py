@@ -42,6 +42,7 @@ from typing import Any
 
 from ..bounds import bounded_json
 from ..errors import BackendLoadError
+from ..problems import ProblemCode, code_of
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message
 
 __all__ = ["ISOLATION_ENV", "ISOLATION_MODES", "isolation_mode", "can_fork", "Worker"]
@@ -110,7 +111,7 @@ def _child(spec: BackendSpec, host: Any, fd: int) -> None:
             if exc.data.get("stage") != "import":
                 stage = "validate"
             raise
-        send(info=BackendInfo.of(cls).__dict__)
+        send(info=BackendInfo.of(cls).to_dict())
         stage = "construct"
         send(stage=stage)
         try:
@@ -140,7 +141,7 @@ def _child(spec: BackendSpec, host: Any, fd: int) -> None:
         try:
             if os.getpid() == me:
                 message = exc.message if isinstance(exc, BackendLoadError) else problem_message(exc)
-                error = {"stage": stage, "error": type(exc).__name__, "message": message}
+                error = {"stage": stage, "error": type(exc).__name__, "message": message, "code": code_of(exc)}
                 _write_all(fd, (json.dumps({"error": error}, default=str) + "\n").encode())
         except BaseException:  # noqa: BLE001
             pass
@@ -291,6 +292,11 @@ class Worker:
 
     # -- what happened ------------------------------------------------------------------------
 
+    @property
+    def code(self) -> str | None:
+        """The problem code the worker gave what its backend raised (from the exception's structure)."""
+        return self.error.get("code") if self.error is not None else None
+
     def problem(self) -> tuple[str, str, str] | None:
         """``(stage, error, message)`` when the worker gave no answer, else None."""
         if self.error is not None:
@@ -332,4 +338,15 @@ def _info(data: dict[str, Any], name: str) -> BackendInfo | None:
         label_prefix=prefix,
         visible_devices_env_var=text("visible_devices_env_var"),
         node_start_env_vars=tuple(v for v in env_vars if isinstance(v, str)) if isinstance(env_vars, list) else (),
+        problem_codes=_codes(data.get("problem_codes")),
     )
+
+
+def _codes(data: Any) -> tuple[ProblemCode, ...]:
+    """The problem codes a worker sent (as data: anything malformed is left out)."""
+    out = []
+    for item in data if isinstance(data, list) else ():
+        fields = [item.get(k) if isinstance(item, dict) else None for k in ("code", "severity", "summary", "hint")]
+        if all(isinstance(v, str) for v in fields):
+            out.append(ProblemCode(*(v[:2000] for v in fields), vendor=True))
+    return tuple(out[:256])

@@ -30,11 +30,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
+from typing import Any
 
 from ..backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
 from ..errors import BackendLoadError
 from ..host.regular import special_kind
 from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
+from ..problems import ProblemCode, declare
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -123,6 +125,7 @@ class BackendInfo:
     label_prefix: str
     visible_devices_env_var: str | None = None
     node_start_env_vars: tuple[str, ...] = ()
+    problem_codes: tuple[ProblemCode, ...] = ()
 
     @classmethod
     def of(cls, backend: type[AcceleratorBackend] | AcceleratorBackend) -> "BackendInfo":
@@ -132,7 +135,23 @@ class BackendInfo:
             label_prefix=backend.label_prefix,
             visible_devices_env_var=backend.visible_devices_env_var,
             node_start_env_vars=tuple(backend.node_start_env_vars),
+            problem_codes=tuple(getattr(backend, "problem_codes", ()) or ()),
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a worker process sends."""
+        return {**self.__dict__, "problem_codes": [c.to_dict() for c in self.problem_codes]}
+
+    def declare_codes(self) -> list[str]:
+        """Declare the backend's own problem codes here (:func:`ray_accel_ext.problems.declare`);
+        what is refused (a built-in code, a malformed one), one line each."""
+        refused = []
+        for entry in self.problem_codes:
+            try:
+                declare(entry.code, severity=entry.severity, summary=entry.summary, hint=entry.hint)
+            except (ValueError, AttributeError, TypeError) as exc:
+                refused.append(f"problem code {getattr(entry, 'code', entry)!r} not declared: {exc}"[:300])
+        return refused
 
 
 def _special_metadata(dist: importlib_metadata.Distribution) -> str | None:
@@ -302,6 +321,9 @@ def _validate(cls: object, expected_name: str | None, where: str) -> None:
         )
     if not isinstance(getattr(cls, "capabilities", None), Capabilities):
         raise BackendLoadError(f"{where}: capabilities must be a ray_accel_ext.backend.Capabilities instance")
+    declared = getattr(cls, "problem_codes", ())
+    if not isinstance(declared, tuple) or not all(isinstance(c, ProblemCode) for c in declared):
+        raise BackendLoadError(f"{where}: problem_codes must be a tuple of ray_accel_ext.problems.ProblemCode")
 
 
 def disabled_names(env: Mapping[str, str] | None = None) -> set[str]:

@@ -22,11 +22,17 @@ from ..backend import AcceleratorBackend, Capabilities
 from ..errors import HostReadError
 from ..host import Host
 from ..hw.pci import parse_cpulist
-from ..model import Device, Fabric, Link, NodeDescription, Sku
+from ..model import Device, Fabric, Link, NodeDescription, Problem, Sku
+from ..problems import ProblemCode
 
-__all__ = ["FakeBackend", "FAKE_CLASS"]
+__all__ = ["FakeBackend", "FAKE_CLASS", "PEER_MISSING"]
 
 FAKE_CLASS = "/sys/class/fake_accel"
+# A vendor's own problem code, declared on the backend class (docs/problems.md).
+PEER_MISSING = ProblemCode(
+    "fake-accel-peer-missing", "warning", "a fakelink names a peer device that does not exist",
+    "reseat the fakelink bridge named in the message, then restart the Ray node",
+)
 _DEV_RE = re.compile(r"^accel(\d+)$")
 
 
@@ -37,6 +43,7 @@ class FakeBackend(AcceleratorBackend):
     resource_name = "fake_accel"
     label_prefix = "fake-accel.example.com"
     visible_devices_env_var = "FAKE_ACCEL_VISIBLE_DEVICES"
+    problem_codes = (PEER_MISSING,)
     capabilities = Capabilities(
         topology_links=True, numa_affinity=True, fabric_domains=True, device_visibility=True
     )
@@ -49,7 +56,7 @@ class FakeBackend(AcceleratorBackend):
 
     def describe(self, host: Host) -> NodeDescription:
         names = sorted((n for n in host.listdir(FAKE_CLASS) if _DEV_RE.match(n)), key=lambda n: int(n[5:]))
-        problems: list[str] = []
+        problems: list[Problem | str] = []
         devices: list[Device] = []
         links: set[tuple[int, int]] = set()
         memory = None
@@ -64,7 +71,7 @@ class FakeBackend(AcceleratorBackend):
                 peers = (host.read_optional(f"{base}/links") or "").split()
                 links.update((min(index, int(p)), max(index, int(p))) for p in peers if int(p) != index)
             except (HostReadError, ValueError) as exc:
-                problems.append(f"{base}: {exc}")
+                problems.append(Problem.of(exc, f"{base}: {exc}", device=index))
             uuid = (host.read_optional(f"{base}/uuid") or name).strip()
             devices.append(Device(index=index, id=uuid, numa_node=numa, cpus=cpus))
         hive = (host.read_optional(f"{FAKE_CLASS}/hive") or "").strip()
@@ -77,7 +84,8 @@ class FakeBackend(AcceleratorBackend):
             interconnect="fakelink" if links else "pcie",
             links=tuple(Link(a=a, b=b, kind="fakelink") for a, b in sorted(links) if b < len(devices)),
             problems=tuple(problems) + tuple(
-                f"{FAKE_CLASS}/accel{a}/links: peer {b} does not exist" for a, b in sorted(links) if b >= len(devices)
+                Problem(code=PEER_MISSING.code, device=a, message=f"{FAKE_CLASS}/accel{a}/links: peer {b} does not exist")
+                for a, b in sorted(links) if b >= len(devices)
             ),
             fabric=Fabric(kind="fake-hive", id=hive) if hive else None,
             attributes={f"{self.label_prefix}/driver": "fake-1.0"},

@@ -95,7 +95,7 @@ def record(host: FsHost, outdir: str | os.PathLike[str], *, command: list[str] |
 def expected_of(inventory: NodeInventory, spec: RayNodeSpec) -> dict[str, Any]:
     """The golden ``expected.json`` of a discovery result: its comparable, time-free part."""
     return {
-        "descriptions": [d.to_dict() for d in inventory.descriptions],
+        "descriptions": [d.golden_dict() for d in inventory.descriptions],
         "problems": [{"backend": p.backend, "stage": p.stage, "error": p.error} for p in inventory.problems],
         "ray": spec.to_dict(),
     }

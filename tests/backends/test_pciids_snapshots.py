@@ -135,4 +135,4 @@ def test_neuron(tmp_path, entry, count, _):
     assert spec.resources["neuron_cores"] == count * entry.cores_per_device // logical
     # Neuron hosts are EC2 instances: with no metadata server here, the instance type is a problem,
     # the devices are not.
-    assert not [p for p in desc.problems if "SKU database" in p or "generation" in p], desc.problems
+    assert not [p for p in desc.problems if "SKU database" in p.message or "generation" in p.message], desc.problems

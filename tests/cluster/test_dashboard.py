@@ -218,10 +218,12 @@ def test_health_mark_reaches_inventory_and_dashboard(cluster):
     reason = "accelerator 0000:1a:00.0 (0x10de:0x2330) disappeared after the node started"
     missing = [{"key": "pci:0000:1a:00.0", "kind": "accelerator", "subsystem": "pci", "name": "0000:1a:00.0",
                 "pci_address": "0000:1a:00.0", "vendor": "0x10de", "device": "0x2330", "pci_class": "0x030200"}]
-    report_state(node_id, {"status": "degraded", "reasons": [reason], "missing": missing, "added": [], "events": []})
+    report_state(node_id, {"status": "degraded", "reasons": [reason], "problems": [{"code": "device-gone", "message": reason}],
+                           "missing": missing, "added": [], "events": []})
     inv = gather()
     node = inv.node(node_id)
     assert node.degraded and reason in node.reasons()
+    assert [p.code for p in node.problems()][-1:] == ["device-gone"]
 
 
 @pytest.mark.ray

@@ -11,15 +11,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ray_accel_ext import problems
 from ray_accel_ext.cluster.dashboard import MetricsHistory, build_document, merge_holders
 from ray_accel_ext.cluster.dashboard.holders import HolderReport
 from ray_accel_ext.cluster.dashboard.metrics import device_samples, parse_exposition
 from ray_accel_ext.cluster.inventory import assemble
 from ray_accel_ext.cluster.topology import pcie_paths
+from ray_accel_ext.findings import finding_of
 from ray_accel_ext.host import open_host
-from ray_accel_ext.model import PATH_CLASSES
+from ray_accel_ext.model import PATH_CLASSES, Problem
 from ray_accel_ext.node.discovery import discover
-from ray_accel_ext.tools.doctor import CAUSES, explain
 from tests.support.paths import HOSTS
 
 H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
@@ -46,7 +47,8 @@ ACTOR_WORKER = "9" * 56
 def inventory():
     nodes, probes = zip(_node(H100, GPU_NODE), _node(TRN2, TRN_NODE))
     pg = {"f" * 36: {"name": "train", "state": "CREATED", "strategy": "PACK", "bundles": {0: {"GPU": 2.0}}, "bundles_to_node_id": {0: GPU_NODE}}}
-    health = {GPU_NODE: {"status": "degraded", "reasons": ["accelerator 0000:1a:00.0 (0x10de:0x2330) disappeared after the node started"],
+    gone = "accelerator 0000:1a:00.0 (0x10de:0x2330) disappeared after the node started"
+    health = {GPU_NODE: {"status": "degraded", "reasons": [gone], "problems": [{"code": "device-gone", "message": gone}],
                          "missing": [{"pci_address": "0000:1a:00.0"}]}}
     return assemble(nodes, {GPU_NODE: probes[0], TRN_NODE: probes[1]}, pg, health=health)
 
@@ -107,7 +109,7 @@ def test_document_occupancy_device_states_and_links(inventory):
     assert by_id[TASK]["ray_dashboard"] == f"#/jobs/01000000/tasks/{TASK}"
     assert gpu["ray_dashboard"] == f"#/cluster/nodes/{GPU_NODE}" and doc["ray_dashboard"] == "http://10.0.0.1:8265"
     assert doc["summary"]["devices_missing"] == 1 and doc["summary"]["devices_held"] == 5 and doc["summary"]["holders"] == 3
-    assert gpu["advice"][0]["cause"] == "device-gone" and gpu["advice"][0]["fix"] == CAUSES["device-gone"][1]
+    assert gpu["advice"][0]["cause"] == "device-gone" and gpu["advice"][0]["fix"] == problems.lookup("device-gone").hint
     assert doc["label_keys"]["fabric_worker"] == "rayaccel.io/fabric-worker"
     json.dumps(doc, allow_nan=False)
 
@@ -199,17 +201,28 @@ def test_pcie_paths_agree_with_the_backends_nearest_nics(snapshot):
             assert all(p["device_device"][i][k] == p["device_device"][k][i] for k in range(len(desc.devices)))
 
 
-@pytest.mark.parametrize("reason,cause", [
-    ("tpu describe: MetadataTimeout: GCE metadata did not answer within 1.0s", "metadata-timeout"),
-    ("tpu: GCE metadata: location not asked, the server did not answer or rate-limited", "metadata-timeout"),
-    ("nvidia_gpu: /proc/driver/nvidia/version: no such file", "file-missing"),
-    ("neuron: neuron-ls: not installed", "tool-missing"),
-    ("nvidia_gpu load: ImportError: No module named pynvml", "backend-load"),
-    ("accelerator 0000:1a:00.0 (0x10de:0x2330) disappeared after the node started", "device-gone"),
-    ("rdma nic mlx5_4 appeared after the node started; Ray does not count it", "device-added"),
-    ("inventory probe failed: GetTimeoutError: timed out", "probe-failed"),
-    ("started with rayaccel.io/discovery=degraded (see the node's ray start log)", "start-degraded"),
+@pytest.mark.parametrize("code,reason,backend,stage", [
+    ("metadata-timeout", "MetadataTimeout: GCE metadata did not answer within 1.0s", "tpu", "describe"),
+    ("metadata-timeout", "GCE metadata: location not asked, the server did not answer or rate-limited", "tpu", None),
+    ("file-missing", "/proc/driver/nvidia/version: no such file", "nvidia_gpu", None),
+    ("tool-missing", "neuron-ls: not installed", "neuron", None),
+    ("backend-load", "ImportError: No module named pynvml", "nvidia_gpu", "load"),
+    ("device-gone", "accelerator 0000:1a:00.0 (0x10de:0x2330) disappeared after the node started", "", None),
+    ("device-added", "rdma nic mlx5_4 appeared after the node started; Ray does not count it", "", None),
+    ("probe-failed", "inventory probe failed: GetTimeoutError: timed out", "", None),
+    ("start-degraded", "started with rayaccel.io/discovery=degraded (see the node's ray start log)", "", None),
 ])
-def test_every_reason_gets_plain_words_and_a_fix(reason, cause):
-    finding = explain(reason)
-    assert finding.cause == cause and finding.fix == CAUSES[cause][1] and finding.message
+def test_every_coded_problem_gets_plain_words_and_a_fix(code, reason, backend, stage):
+    problem = Problem(code=code, message=reason, backend=backend, stage=stage, error="Error" if stage else None)
+    finding = finding_of(problem)
+    assert finding.cause == code and finding.fix == problems.lookup(code).hint and reason in finding.message
+    assert finding.severity in problems.SEVERITIES and finding.declared
+
+
+@pytest.mark.parametrize("code", ["file-missing", "metadata-timeout", "sku-unknown", "tool-failed"])
+def test_rewording_a_message_does_not_change_the_diagnosis(code):
+    """The cause comes from the code: two wordings (one that reads like another cause) explain alike."""
+    plain = finding_of(Problem(code=code, message="something could not be read", backend="acme_npu"))
+    misleading = finding_of(Problem(code=code, message="HTTP 429 no such file not installed timed out", backend="acme_npu"))
+    assert (plain.cause, plain.severity, plain.fix) == (misleading.cause, misleading.severity, misleading.fix) == (
+        code, problems.lookup(code).severity, problems.lookup(code).hint)

@@ -246,3 +246,17 @@ def test_describe_that_raises_instead_of_reporting_problems(pytester, monkeypatc
         f"fake_accel.describe() raised KeyError: 'memory_mib' on snapshot {HIVE}; put what cannot be read into "
         "NodeDescription.problems instead of raising"
     ) in text
+
+
+def test_problem_code_neither_built_in_nor_declared(pytester, monkeypatch):
+    code = """
+    from ray_accel_ext.model import Problem
+    class Broken(FakeBackend):
+        def describe(self, host):
+            desc = super().describe(host)
+            made_up = Problem(code="fake-accel-made-up", message="something odd")
+            return dataclasses.replace(desc, problems=desc.problems + (made_up,))
+    """
+    failed, text, _ = _run(pytester, monkeypatch, _module(code))
+    assert f"test_consistent[{HIVE}]" in failed and "test_reference_backend_passes_the_whole_suite" not in failed, text
+    assert "problems[0].code: 'fake-accel-made-up' is neither built in nor in the backend's problem_codes" in text

@@ -20,6 +20,7 @@ PUBLIC_MODULES = (
     "ray_accel_ext.backend",
     "ray_accel_ext.model",
     "ray_accel_ext.errors",
+    "ray_accel_ext.problems",
     "ray_accel_ext.labels",
     "ray_accel_ext.host",
     "ray_accel_ext.hw.pci",

@@ -219,6 +219,8 @@ class _Builder:
             if k % 7 == 3:
                 self.health[nid] = {"status": "degraded", "added": [], "events": [],
                                     "reasons": [f"accelerator 0000:1a:00.0 (0x10de:0x2330) disappeared after the node started{self.evil}"],
+                                    "problems": [{"code": "device-gone", "message": "accelerator 0000:1a:00.0 (0x10de:0x2330) "
+                                                  f"disappeared after the node started{self.evil}"}],
                                     "missing": [{"key": "pci:0000:1a:00.0", "kind": "accelerator", "pci_address": "0000:1a:00.0"}]}
 
     def trn2u(self, budget: int) -> None:

@@ -208,7 +208,7 @@ def test_host_without_a_name_is_degraded_not_merged(tmp_path):
     inventory = discover(open_host(snap, environ={}))
     (desc,) = inventory.descriptions
     assert desc.fabric.id == "unknown-host"
-    assert any("no readable host name" in p for p in desc.problems)
+    assert any("no readable host name" in p for p in [q.message for q in desc.problems])
     (snap / "rootfs/etc").mkdir(exist_ok=True)
     (snap / "rootfs/etc/machine-id").write_text("4c1f0e2a9b7d4e3f8a6b5c4d3e2f1a0b\n")
     (desc,) = discover(open_host(snap, environ={})).descriptions

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from ray_accel_ext.model import golden_form
 from ray_accel_ext.testing.snapshots import load_expected, serve_snapshot, snapshot_dirs
 from ray_accel_ext.tools.cli import main
 from tests.support.paths import HOSTS
@@ -33,7 +34,7 @@ def test_snapshot_matches_golden(snapshot, capsys, monkeypatch):
     with serve_snapshot(snapshot) as env:
         inventory = _cli_json(capsys, monkeypatch, env, ["discover", "--root", str(snapshot), "--format", "json"])
         ray_args = _cli_json(capsys, monkeypatch, env, ["ray-args", "--root", str(snapshot), "--format", "json"])
-    assert inventory["descriptions"] == expected["descriptions"]
+    assert [golden_form(d) for d in inventory["descriptions"]] == expected["descriptions"]
     assert [{k: p[k] for k in ("backend", "stage", "error")} for p in inventory["problems"]] == expected["problems"]
     assert ray_args == expected["ray"]
 

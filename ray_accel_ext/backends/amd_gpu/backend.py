@@ -38,13 +38,14 @@ from ... import skus
 from ...backend import AcceleratorBackend, Capabilities, PciId
 from ...errors import HostReadError
 from ...host import Host
-from ...hw.cloud import aws_location, cloud_provider, gcp_location, host_fabric
+from ...hw.cloud import host_fabric, location
 from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
-from ...hw.pci import PCI_DEVICES, PciFunction, read_function
+from ...hw.pci import PCI_DEVICES, PciFunction, read_listed_function
 from ...labels import sanitize_value
-from ...model import Device, Fabric, Link, Location, NodeDescription, Sku
+from ...model import Device, Fabric, Link, NodeDescription, Problem, Sku
 from ...skus import ray_names
-from .._sku import identify_function, node_identity, to_sku
+from .._reading import any_readable, library_reading, never_raises
+from .._sku import identify_function, node_identity, pci_description, to_sku
 from . import amdsmi as _amdsmi
 from . import kfd
 
@@ -77,31 +78,16 @@ class AMDGPUBackend(AcceleratorBackend):
         "AMD Instinct GPUs are on the PCI bus but /dev/kfd does not exist: install and load the amdgpu "
         "driver (ROCm's amdgpu-dkms, then `modprobe amdgpu`); on Kubernetes, the AMD GPU operator"
     )
-    capabilities = Capabilities(
-        topology_links=True,
-        nic_affinity=True,
-        numa_affinity=True,
-        fabric_domains=True,
-        device_visibility=True,
-        uses_network=True,
-    )
+    capabilities = Capabilities(topology_links=True, nic_affinity=True, numa_affinity=True, fabric_domains=True,
+                                device_visibility=True, uses_network=True)
 
     def detect(self, host: Host) -> bool:
         """True when the KFD topology has at least one AMD GPU node."""
-        try:
-            for node in kfd.node_ids(host):
-                try:
-                    if kfd.is_amd_gpu(kfd.read_node(host, node)):
-                        return True
-                except HostReadError:
-                    continue
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
-        return False
+        return never_raises(lambda: any_readable(kfd.node_ids(host), lambda n: kfd.is_amd_gpu(kfd.read_node(host, n))))
 
     def describe(self, host: Host) -> NodeDescription:
         """GPUs with SKU, NUMA/CPU/switch/NIC affinity, XGMI links and hive, partition modes."""
-        problems: list[str] = []
+        problems: list[Problem | str] = []
         gpus = _gpu_nodes(host, problems)
         reading = _amdsmi_reading(host, problems)
         smi = _smi_by_node(reading, gpus)
@@ -147,19 +133,14 @@ class AMDGPUBackend(AcceleratorBackend):
         if HIP not in host.env and ROCR in host.env:
             problems.append(f"{ROCR} is set without {HIP}: Ray 2.60's AMD manager refuses that "
                             f"('Please use {HIP} instead of {ROCR}'); set {HIP}")
-        return NodeDescription(
-            backend=self.name,
-            sku=sku,
-            resource_name=self.resource_name,
-            resource_quantity=len(devices),
-            devices=tuple(devices),
+        return pci_description(
+            self, sku, devices, problems,
             interconnect="xgmi" if links or fabric.kind == "xgmi-hive" else "pcie",
             links=links,
             nics=nics_of(rdma),
             fabric=fabric,
-            location=_location(host, problems),
+            location=location(host, problems),
             attributes=_attributes(gpus, modes, reading, smi),
-            problems=tuple(dict.fromkeys(problems)),
         )
 
     def parse_visible_devices(self, env: Mapping[str, str]) -> list[int] | None:
@@ -181,36 +162,23 @@ def _indices(text: str | None) -> list[int] | None:
 # -- reading ------------------------------------------------------------------------------------
 
 
-def _gpu_nodes(host: Host, problems: list[str]) -> list[kfd.GpuNode]:
+def _gpu_nodes(host: Host, problems: list[Problem | str]) -> list[kfd.GpuNode]:
     gpus = []
     for node in kfd.node_ids(host):
         try:
             props = kfd.read_node(host, node)
         except HostReadError as exc:
-            problems.append(f"{exc}; KFD node {node} not counted")
+            problems.append(Problem.of(exc, f"{exc}; KFD node {node} not counted"))
             continue
         if kfd.is_amd_gpu(props):
             gpus.append(kfd.GpuNode(node, props))
     return gpus
 
 
-def _amdsmi_reading(host: Host, problems: list[str]) -> dict[str, Any] | None:
-    try:
-        reading = host.library("amdsmi", _amdsmi.read_live)
-    except HostReadError as exc:
-        problems.append(f"AMD SMI: {exc}")
-        return None
-    except Exception as exc:  # noqa: BLE001 - a library failure must not take the node down
-        problems.append(f"AMD SMI: {type(exc).__name__}: {exc}")
-        return None
+def _amdsmi_reading(host: Host, problems: list[Problem | str]) -> dict[str, Any] | None:
+    reading = library_reading(host, "amdsmi", "AMD SMI", _amdsmi.read_live, _amdsmi.validate, problems)
     if reading is None:
         return None
-    errors = _amdsmi.validate(reading)
-    if errors:
-        problems.append("AMD SMI reading malformed: " + "; ".join(errors[:5]))
-        return None
-    if reading.get("error"):
-        problems.append(f"AMD SMI: {reading['error']}")
     for i, dev in enumerate(reading["devices"]):
         problems.extend(f"AMD SMI device {i}: {err}" for err in dev.get("errors") or [])
     return reading
@@ -233,17 +201,13 @@ def _smi_by_node(reading: dict[str, Any] | None, gpus: list[kfd.GpuNode]) -> dic
     return out
 
 
-def _functions(host: Host, gpus: list[kfd.GpuNode], problems: list[str]) -> dict[str, PciFunction]:
+def _functions(host: Host, gpus: list[kfd.GpuNode], problems: list[Problem | str]) -> dict[str, PciFunction]:
     out: dict[str, PciFunction] = {}
     for address in dict.fromkeys(g.pci_address for g in gpus):
-        if not host.exists(f"{PCI_DEVICES}/{address}"):
-            problems.append(f"KFD lists a GPU at {address} that {PCI_DEVICES} does not show; its NUMA node, CPUs "
-                            "and NICs are unknown")
-            continue
-        try:
-            out[address] = read_function(host, address, problems)
-        except HostReadError as exc:
-            problems.append(str(exc))
+        fn = read_listed_function(host, address, problems, f"KFD lists a GPU at {address} that {PCI_DEVICES} does "
+                                                           "not show; its NUMA node, CPUs and NICs are unknown")
+        if fn is not None:
+            out[address] = fn
     return out
 
 
@@ -254,7 +218,7 @@ def _identify(host: Host, gpu: kfd.GpuNode, fn: PciFunction | None, smi: dict[st
                          memory_bytes=smi.get("memory_total"), root=host.root)
 
 
-def _partition_modes(host: Host, addresses: Sequence[str], problems: list[str]) -> dict[str, tuple[str | None, str | None]]:
+def _partition_modes(host: Host, addresses: Sequence[str], problems: list[Problem | str]) -> dict[str, tuple[str | None, str | None]]:
     """``(compute, memory)`` partition mode of each GPU's PCI device; None where the driver has none."""
     out = {}
     for address in addresses:
@@ -263,42 +227,33 @@ def _partition_modes(host: Host, addresses: Sequence[str], problems: list[str]) 
             try:
                 text = host.read_optional(f"{PCI_DEVICES}/{address}/{name}", max_bytes=64)
             except HostReadError as exc:
-                problems.append(str(exc))
+                problems.append(Problem.of(exc))
                 text = None
             modes.append(text.strip().upper() or None if text is not None else None)
         out[address] = (modes[0], modes[1])
     return out
 
 
-def _links(host: Host, gpus: list[kfd.GpuNode], problems: list[str]) -> tuple[Link, ...]:
+def _links(host: Host, gpus: list[kfd.GpuNode], problems: list[Problem | str]) -> tuple[Link, ...]:
     index_of = {g.node: i for i, g in enumerate(gpus)}
     pairs: set[tuple[int, int]] = set()
     for i, gpu in enumerate(gpus):
         try:
             peers = kfd.xgmi_peers(host, gpu.node)
         except HostReadError as exc:
-            problems.append(str(exc))
+            problems.append(Problem.of(exc))
             continue
         pairs.update((min(i, index_of[p]), max(i, index_of[p])) for p in peers if p in index_of and index_of[p] != i)
     return tuple(Link(a=a, b=b, kind="xgmi") for a, b in sorted(pairs))
 
 
-def _fabric(host: Host, gpus: list[kfd.GpuNode], problems: list[str]) -> Fabric:
+def _fabric(host: Host, gpus: list[kfd.GpuNode], problems: list[Problem | str]) -> Fabric:
     hives = sorted({g.props.get("hive_id", 0) for g in gpus})
     if len(hives) == 1 and hives[0]:
         return Fabric(kind="xgmi-hive", id=str(hives[0]))
     if len(hives) > 1:
         problems.append(f"GPUs belong to {len(hives)} XGMI hive ids {hives}; no single XGMI hive published")
     return host_fabric(host, problems)
-
-
-def _location(host: Host, problems: list[str]) -> Location:
-    provider = cloud_provider(host)
-    if provider == "gcp":
-        return gcp_location(host, problems)
-    if provider == "aws":
-        return aws_location(host, problems)
-    return Location()
 
 
 def _attributes(gpus: list[kfd.GpuNode], modes: Mapping[str, tuple[str | None, str | None]],

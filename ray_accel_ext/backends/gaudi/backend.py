@@ -34,12 +34,14 @@ from collections.abc import Mapping
 from ...backend import AcceleratorBackend, Capabilities, PciId
 from ...errors import CommandError, HostReadError
 from ...host import Host
-from ...hw.cloud import aws_location, cloud_provider, gcp_location, host_fabric
+from ...hw.cloud import host_fabric, location
 from ...hw.nics import pcie_switch_of
 from ...hw.pci import BDF_RE, PCI_DEVICES, PciFunction, read_function, read_ids
 from ...labels import sanitize_value
-from ...model import Device, Link, Location, Nic, NicPath, NodeDescription, Sku
-from .._sku import identify_function, node_identity, to_sku
+from ...model import Device, Link, Nic, NicPath, NodeDescription, Problem, Sku
+from ...problems import TOOL_FAILED
+from .._reading import never_raises
+from .._sku import identify_function, node_identity, pci_description, to_sku
 from . import hlsmi
 
 __all__ = ["GaudiBackend", "HABANA_VENDOR_ID", "DRIVER_DIR", "VISIBLE_MODULES"]
@@ -79,24 +81,16 @@ class GaudiBackend(AcceleratorBackend):
         f"({DRIVER_DIR} is missing): install the Intel Gaudi software stack's habanalabs-dkms package and "
         "`modprobe habanalabs`; on Kubernetes, the Intel Gaudi base operator"
     )
-    capabilities = Capabilities(
-        topology_links=True,
-        nic_affinity=True,
-        numa_affinity=True,
-        device_visibility=True,
-        uses_network=True,
-    )
+    capabilities = Capabilities(topology_links=True, nic_affinity=True, numa_affinity=True, device_visibility=True,
+                                uses_network=True)
 
     def detect(self, host: Host) -> bool:
         """True when a PCI function is bound to the habanalabs driver."""
-        try:
-            return any(BDF_RE.match(n) for n in host.listdir(DRIVER_DIR))
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
+        return never_raises(lambda: any(BDF_RE.match(n) for n in host.listdir(DRIVER_DIR)))
 
     def describe(self, host: Host) -> NodeDescription:
         """Devices in module order with SKU, NUMA/CPUs, their scale-out ports and scale-up links."""
-        problems: list[str] = []
+        problems: list[Problem | str] = []
         found = _devices(host, problems)
         usable, hidden = _usable(host, found, problems)
         smi = _hl_smi(host, problems)
@@ -131,30 +125,25 @@ class GaudiBackend(AcceleratorBackend):
             links = tuple(Link(a=a, b=b, kind="roce", lanes=_SCALE_UP_PORTS_PER_PEER)
                           for a in range(len(usable)) for b in range(a + 1, len(usable)))
         attributes = _attributes(usable, smi, hidden, host.env)
-        return NodeDescription(
-            backend=self.name,
-            sku=sku,
-            resource_name=self.resource_name,
-            resource_quantity=len(devices),
-            devices=tuple(devices),
+        return pci_description(
+            self, sku, devices, problems,
             interconnect="roce" if links else "pcie",
             links=links,
             nics=tuple(nics),
             fabric=host_fabric(host, problems),
-            location=_location(host, problems),
+            location=location(host, problems),
             attributes=attributes,
-            problems=tuple(dict.fromkeys(problems)),
         )
 
 
 # -- sysfs ----------------------------------------------------------------------------------------
 
 
-def _attr(host: Host, address: str, name: str, problems: list[str]) -> str | None:
+def _attr(host: Host, address: str, name: str, problems: list[Problem | str]) -> str | None:
     try:
         text = host.read_optional(f"{PCI_DEVICES}/{address}/{name}", max_bytes=256)
     except HostReadError as exc:
-        problems.append(str(exc))
+        problems.append(Problem.of(exc))
         return None
     return text.strip() or None if text is not None else None
 
@@ -174,13 +163,13 @@ def _accel_index(host: Host, address: str) -> int | None:
     return None
 
 
-def _devices(host: Host, problems: list[str]) -> list[_Gaudi]:
+def _devices(host: Host, problems: list[Problem | str]) -> list[_Gaudi]:
     out = []
     for address in (n for n in host.listdir(DRIVER_DIR) if BDF_RE.match(n)):
         try:
             fn = read_function(host, address, problems, read_ids(host, address))
         except HostReadError as exc:
-            problems.append(f"{exc}; the habanalabs device at {address} is not counted")
+            problems.append(Problem.of(exc, f"{exc}; the habanalabs device at {address} is not counted"))
             continue
         module = _attr(host, address, "module_id", problems)
         try:
@@ -191,7 +180,7 @@ def _devices(host: Host, problems: list[str]) -> list[_Gaudi]:
         try:
             accel = _accel_index(host, address)
         except HostReadError as exc:
-            problems.append(str(exc))
+            problems.append(Problem.of(exc))
             accel = None
         out.append(_Gaudi(fn, accel, module_id, _attr(host, address, "device_type", problems),
                           _attr(host, address, "status", problems)))
@@ -201,7 +190,7 @@ def _devices(host: Host, problems: list[str]) -> list[_Gaudi]:
     return out
 
 
-def _usable(host: Host, found: list[_Gaudi], problems: list[str]) -> tuple[list[_Gaudi], int]:
+def _usable(host: Host, found: list[_Gaudi], problems: list[Problem | str]) -> tuple[list[_Gaudi], int]:
     """The devices a process can open (``/dev/accel/accel<N>`` exists) and how many it cannot.
 
     The Habana container runtime mounts only the devices named by ``HABANA_VISIBLE_DEVICES``;
@@ -214,7 +203,7 @@ def _usable(host: Host, found: list[_Gaudi], problems: list[str]) -> tuple[list[
     return usable, hidden
 
 
-def _in_module_order(devices: list[_Gaudi], by_bus: Mapping[str, hlsmi.HlSmiDevice], problems: list[str]) -> list[_Gaudi]:
+def _in_module_order(devices: list[_Gaudi], by_bus: Mapping[str, hlsmi.HlSmiDevice], problems: list[Problem | str]) -> list[_Gaudi]:
     """Sorted by module id (sysfs, else hl-smi); accel order where no module id is known."""
     for g in devices:
         if g.module_id is None and g.fn.address in by_bus:
@@ -232,7 +221,7 @@ def _in_module_order(devices: list[_Gaudi], by_bus: Mapping[str, hlsmi.HlSmiDevi
     return ordered
 
 
-def _scale_out_ports(host: Host, fn: PciFunction, problems: list[str]) -> list[Nic]:
+def _scale_out_ports(host: Host, fn: PciFunction, problems: list[Problem | str]) -> list[Nic]:
     ports = []
     for ifname in host.listdir(f"{PCI_DEVICES}/{fn.address}/net"):
         speed = None
@@ -240,7 +229,7 @@ def _scale_out_ports(host: Host, fn: PciFunction, problems: list[str]) -> list[N
             text = host.read_optional(f"/sys/class/net/{ifname}/speed", max_bytes=64)
             speed = int(text.strip()) / 1000 if text and text.strip().lstrip("-").isdigit() and int(text) > 0 else None
         except HostReadError as exc:
-            problems.append(str(exc))
+            problems.append(Problem.of(exc))
         ports.append(Nic(name=ifname, kind="roce", pci_address=fn.address, numa_node=fn.numa_node, netdev=ifname,
                          rate_gbps=speed))
     return ports
@@ -249,27 +238,18 @@ def _scale_out_ports(host: Host, fn: PciFunction, problems: list[str]) -> list[N
 # -- hl-smi, location, labels -----------------------------------------------------------------------
 
 
-def _hl_smi(host: Host, problems: list[str]) -> list[hlsmi.HlSmiDevice] | None:
+def _hl_smi(host: Host, problems: list[Problem | str]) -> list[hlsmi.HlSmiDevice] | None:
     try:
         text = hlsmi.run(host, min(_HL_SMI_TIMEOUT_S, host.deadline.remaining() / 2))
     except CommandError as exc:
         if exc.reason != "not installed":
-            problems.append(f"hl-smi: {exc.reason}")
+            problems.append(Problem.of(exc, f"hl-smi: {exc.reason}"))
         return None
     try:
         return hlsmi.parse(text)
     except ValueError as exc:
-        problems.append(f"hl-smi printed unparsable output: {exc}"[:300])
+        problems.append(Problem(code=TOOL_FAILED, message=f"hl-smi printed unparsable output: {exc}"[:300]))
         return None
-
-
-def _location(host: Host, problems: list[str]) -> Location:
-    provider = cloud_provider(host)
-    if provider == "gcp":
-        return gcp_location(host, problems)
-    if provider == "aws":
-        return aws_location(host, problems)
-    return Location()
 
 
 def _attributes(devices: list[_Gaudi], smi: list[hlsmi.HlSmiDevice] | None, hidden: int,

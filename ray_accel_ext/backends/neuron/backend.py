@@ -27,9 +27,11 @@ from ...errors import CommandError, HostReadError
 from ...host import Host
 from ...hw.cloud import aws_location
 from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
-from ...hw.pci import PCI_DEVICES, PciFunction, read_function
+from ...hw.pci import PCI_DEVICES, PciFunction, read_listed_function
 from ...hw.pci_index import functions_of, pci_index
-from ...model import Device, Location, NodeDescription, Sku
+from ...model import Device, Location, NodeDescription, Problem, Sku
+from ...problems import SKU_UNKNOWN, TOOL_FAILED, TOOL_MISSING
+from .._reading import never_raises
 from .._sku import UNKNOWN_SKU_MARK
 from .read import (
     VIRTUAL_DIR,
@@ -74,32 +76,20 @@ class NeuronBackend(AcceleratorBackend):
         "Neuron devices are on the PCI bus but /dev/neuron0 does not exist: install and load the Neuron "
         "driver (`aws-neuronx-dkms`, then `modprobe neuron`); on EKS, the Neuron device plugin"
     )
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        topology_links=True,
-        nic_affinity=True,
-        numa_affinity=True,
-        fabric_domains=True,
-        provider_location=True,
-        device_visibility=True,
-        uses_network=True,
-    )
+    capabilities: ClassVar[Capabilities] = Capabilities(topology_links=True, nic_affinity=True, numa_affinity=True, fabric_domains=True,
+                                                        provider_location=True, device_visibility=True, uses_network=True)
 
     # -- detection -----------------------------------------------------------------------------
 
     def detect(self, host: Host) -> bool:
         """True when the driver shows ``neuronN`` devices or a Neuron PCI function is present."""
-        try:
-            if device_numbers(host):
-                return True
-            return bool(_neuron_functions(host, load_table()))
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
+        return never_raises(lambda: device_numbers(host) or _neuron_functions(host, load_table()))
 
     # -- description ---------------------------------------------------------------------------
 
     def describe(self, host: Host) -> NodeDescription:
         """Devices, cores, NeuronLink links, EFA affinity, UltraServer domain and location."""
-        problems: list[str] = []
+        problems: list[Problem | str] = []
         table = load_table()
         numbers = device_numbers(host)
         functions = _neuron_functions(host, table)
@@ -115,10 +105,11 @@ class NeuronBackend(AcceleratorBackend):
 
         bdfs = _bdfs(numbers, ls, functions)
         if ls is None and len(numbers) > 1:
-            problems.append(
-                f"neuron-ls {'not installed' if ls_missing else 'unusable'}: the neuronN -> PCI function map "
-                "is unknown, so NUMA nodes, CPUs and EFA affinity are not reported"
-            )
+            problems.append(Problem(
+                code=TOOL_MISSING if ls_missing else TOOL_FAILED,
+                message=f"neuron-ls {'not installed' if ls_missing else 'unusable'}: the neuronN -> PCI function map "
+                        "is unknown, so NUMA nodes, CPUs and EFA affinity are not reported",
+            ))
         pci = _read_pci(host, bdfs, problems)
         gen = _generation(table, numbers, sysfs, functions, location.instance_type, problems)
         lnc = _logical_nc_config(host.env, gen, ls, problems)
@@ -224,7 +215,7 @@ def _neuron_functions(host: Host, table: NeuronTable) -> dict[str, str]:
     return out
 
 
-def _neuron_ls(host: Host, problems: list[str]) -> tuple[dict[int, LsDevice] | None, bool]:
+def _neuron_ls(host: Host, problems: list[Problem | str]) -> tuple[dict[int, LsDevice] | None, bool]:
     """``neuron-ls -j`` by device number, and whether the tool is simply not installed.
 
     A missing tool is not a problem by itself (the caller reports what it costs); a tool that
@@ -236,12 +227,12 @@ def _neuron_ls(host: Host, problems: list[str]) -> tuple[dict[int, LsDevice] | N
     except CommandError as exc:
         if exc.reason == "not installed":
             return None, True
-        problems.append(f"neuron-ls: {exc.reason}")
+        problems.append(Problem.of(exc, f"neuron-ls: {exc.reason}"))
         return None, False
     try:
         return parse_neuron_ls(text), False
     except ValueError as exc:
-        problems.append(f"neuron-ls -j printed unparsable output: {exc}"[:300])
+        problems.append(Problem(code=TOOL_FAILED, message=f"neuron-ls -j printed unparsable output: {exc}"[:300]))
         return None, False
 
 
@@ -254,16 +245,13 @@ def _bdfs(numbers: list[int], ls: dict[int, LsDevice] | None, functions: dict[st
     return {}
 
 
-def _read_pci(host: Host, bdfs: dict[int, str], problems: list[str]) -> dict[int, PciFunction]:
+def _read_pci(host: Host, bdfs: dict[int, str], problems: list[Problem | str]) -> dict[int, PciFunction]:
     out: dict[int, PciFunction] = {}
     for number, address in bdfs.items():
-        if not host.exists(f"{PCI_DEVICES}/{address}"):
-            problems.append(f"neuron{number}: PCI function {address} (from neuron-ls) is not in {PCI_DEVICES}")
-            continue
-        try:
-            out[number] = read_function(host, address, problems)
-        except HostReadError as exc:
-            problems.append(str(exc))
+        fn = read_listed_function(host, address, problems,
+                                  f"neuron{number}: PCI function {address} (from neuron-ls) is not in {PCI_DEVICES}")
+        if fn is not None:
+            out[number] = fn
     return out
 
 
@@ -273,7 +261,7 @@ def _generation(
     sysfs: dict[int, SysfsDevice],
     functions: dict[str, str],
     instance_type: str | None,
-    problems: list[str],
+    problems: list[Problem | str],
 ) -> Generation | None:
     by_pci = {g.name for g in (table.by_pci_id(d) for d in functions.values()) if g}
     by_sysfs = {g.name for g in (table.by_sysfs_name(s.device_name) for s in sysfs.values()) if g}
@@ -287,14 +275,15 @@ def _generation(
     if inst and len(numbers) != inst.devices and numbers:
         problems.append(f"instance type {instance_type} has {inst.devices} Neuron devices, found {len(numbers)}")
     if name is None:
-        problems.append(f"Neuron devices {UNKNOWN_SKU_MARK}: no known PCI device id, driver device_name or instance "
-                        "type, so the generation is unknown; they are counted from the driver")
+        problems.append(Problem(code=SKU_UNKNOWN, message=f"Neuron devices {UNKNOWN_SKU_MARK}: no known PCI device id, "
+                                "driver device_name or instance type, so the generation is unknown; they are counted "
+                                "from the driver"))
         return None
     return table.generations[name]
 
 
 def _logical_nc_config(env: Mapping[str, str], gen: Generation | None, ls: dict[int, LsDevice] | None,
-                       problems: list[str]) -> int:
+                       problems: list[Problem | str]) -> int:
     allowed = gen.logical_nc_configs if gen else (1, 2)
     text = env.get(LNC_ENV)
     if text is not None and text.strip():
@@ -326,7 +315,7 @@ def _physical_cores(gen: Generation | None, sysdev: SysfsDevice | None, entry: L
     return None
 
 
-def _visible_quantity(env: Mapping[str, str], total: int, problems: list[str]) -> int:
+def _visible_quantity(env: Mapping[str, str], total: int, problems: list[Problem | str]) -> int:
     """The cores Ray may hand out when the node starts with ``NEURON_RT_VISIBLE_CORES`` already set."""
     text = env.get(VISIBLE_CORES_ENV)
     if text is None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ...errors import HostReadError
 from ...host import Host
 from ...hw.pci import parse_cpulist
+from ...model import Problem
 
 __all__ = [
     "NEURON_LS",
@@ -95,7 +96,7 @@ def _read(host: Host, path: str, unreadable: list[str]) -> str | None:
         return None
 
 
-def read_sysfs_device(host: Host, number: int, problems: list[str]) -> SysfsDevice:
+def read_sysfs_device(host: Host, number: int, problems: list[Problem | str]) -> SysfsDevice:
     """The sysfs attributes of ``neuron<number>``. Unreadable root-only files are listed in
     ``unreadable`` (the caller decides whether another source covers them); corrupt ones go to
     ``problems``."""
@@ -204,7 +205,7 @@ def _connected(value: object, i: int) -> tuple[int, ...] | None:
     return tuple(value)
 
 
-def read_ultraserver(host: Host, problems: list[str]) -> UltraServerIds | None:
+def read_ultraserver(host: Host, problems: list[Problem | str]) -> UltraServerIds | None:
     """This node's UltraServer identity from ``/sys/class/neuron_device/{server,node}_id_<n>``.
 
     ``ultraserver_mode`` lists the supported modes (1 = 4-node X4, 2/3 = 2-node X2H/X2V,
@@ -246,11 +247,11 @@ def read_ultraserver(host: Host, problems: list[str]) -> UltraServerIds | None:
     return None
 
 
-def _quiet(host: Host, path: str, problems: list[str]) -> str | None:
+def _quiet(host: Host, path: str, problems: list[Problem | str]) -> str | None:
     try:
         return host.read_optional(path)
     except HostReadError as exc:
-        problems.append(str(exc))
+        problems.append(Problem.of(exc))
         return None
 
 

@@ -7,7 +7,7 @@ import dataclasses
 
 from ...host import Host
 from ...hw.cloud import host_fabric
-from ...model import Device, Fabric, Link
+from ...model import Device, Fabric, Link, Problem
 from .read import CLASS_DIR, LsDevice, SysfsDevice, UltraServerIds
 from .skus import Generation, NeuronTable
 
@@ -15,7 +15,7 @@ __all__ = ["links_of", "note_unreadable", "fabric_of", "with_coords"]
 
 
 def links_of(numbers: list[int], sysfs: dict[int, SysfsDevice], ls: dict[int, LsDevice] | None,
-           gen: Generation | None, table: NeuronTable, problems: list[str]) -> tuple[Link, ...]:
+           gen: Generation | None, table: NeuronTable, problems: list[Problem | str]) -> tuple[Link, ...]:
     kind = gen.interconnect if gen and gen.interconnect else "neuronlink"
     index = {n: i for i, n in enumerate(numbers)}
     neighbours: dict[int, tuple[int, ...]] | None = None
@@ -37,7 +37,7 @@ def links_of(numbers: list[int], sysfs: dict[int, SysfsDevice], ls: dict[int, Ls
 
 
 def note_unreadable(sysfs: dict[int, SysfsDevice], ls: dict[int, LsDevice] | None, gen: Generation | None,
-                     links: tuple[Link, ...], problems: list[str]) -> None:
+                     links: tuple[Link, ...], problems: list[Problem | str]) -> None:
     """Root-only files degrade the description only when no other source covered them."""
     for dev in sysfs.values():
         for line in dev.unreadable:
@@ -52,7 +52,7 @@ def note_unreadable(sysfs: dict[int, SysfsDevice], ls: dict[int, LsDevice] | Non
 
 
 def fabric_of(host: Host, table: NeuronTable, instance_type: str | None, us: UltraServerIds | None,
-            gen: Generation | None, n_devices: int, problems: list[str]) -> Fabric:
+            gen: Generation | None, n_devices: int, problems: list[Problem | str]) -> Fabric:
     inst = table.instance(instance_type)
     plane = "4x4" if gen is not None and gen.topology == "2d-torus" and n_devices == 16 else None
     if us is not None:

@@ -40,7 +40,7 @@ from typing import Any
 from ...backend import AcceleratorBackend, Capabilities, PciId
 from ...errors import HostReadError
 from ...host import Host
-from ...hw.cloud import aws_location, cloud_provider, gcp_location, host_fabric
+from ...hw.cloud import host_fabric, location
 from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
 from ...hw.pci import (
     PCI_DEVICES,
@@ -49,9 +49,10 @@ from ...hw.pci import (
     read_function,
 )
 from ...hw.pci_index import functions_of
-from ...model import Device, Fabric, Link, Location, NodeDescription, Sku
+from ...model import Device, Fabric, Link, Location, NodeDescription, Problem, Sku
 from ...skus import Entry, ray_names
-from .._sku import identify_function, node_identity, to_sku
+from .._reading import any_readable, library_reading, never_raises
+from .._sku import identify_function, node_identity, pci_description, to_sku
 from . import nvml as _nvml
 
 __all__ = ["NvidiaGPUBackend", "NVIDIA_VENDOR_ID"]
@@ -81,32 +82,16 @@ class NvidiaGPUBackend(AcceleratorBackend):
         "(/proc/driver/nvidia/version is missing): install the driver (cuda-drivers / nvidia-driver "
         "package, or the GPU operator on Kubernetes) and `modprobe nvidia`"
     )
-    capabilities = Capabilities(
-        topology_links=True,
-        nic_affinity=True,
-        numa_affinity=True,
-        fabric_domains=True,
-        provider_location=True,
-        device_visibility=True,
-        uses_network=True,
-    )
+    capabilities = Capabilities(topology_links=True, nic_affinity=True, numa_affinity=True, fabric_domains=True,
+                                provider_location=True, device_visibility=True, uses_network=True)
 
     def detect(self, host: Host) -> bool:
         """True when sysfs shows at least one readable NVIDIA display/3D function."""
-        try:
-            for address in functions_of(host, (NVIDIA_VENDOR_ID,)):
-                try:
-                    if _gpu_ids(host, address) is not None:
-                        return True
-                except (HostReadError, ValueError):
-                    continue
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
-        return False
+        return never_raises(lambda: any_readable(functions_of(host, (NVIDIA_VENDOR_ID,)), lambda a: _gpu_ids(host, a) is not None))
 
     def describe(self, host: Host) -> NodeDescription:
         """GPUs with SKU, NUMA/CPU/switch/NIC affinity, NVLink links and the NVLink fabric."""
-        problems: list[str] = []
+        problems: list[Problem | str] = []
         gpus = _gpu_functions(host, problems)
         reading = _nvml_reading(host, problems)
         nvml_by_addr = _nvml_devices(reading, gpus, problems)
@@ -143,7 +128,7 @@ class NvidiaGPUBackend(AcceleratorBackend):
         links = _links(gpus, nvml_by_addr, kind, problems) if kind else ()
         platform = _platform(gpus, nvml_by_addr, problems)
         fabric = _fabric(host, gpus, nvml_by_addr, entry, problems, platform)
-        location = _location(host, problems, platform)
+        location = _location_with_rack(host, problems, platform)
 
         attributes = {f"{self.label_prefix}/nvml": "present" if reading is not None else "absent"}
         if reading is not None and reading.get("driver_version"):
@@ -152,19 +137,14 @@ class NvidiaGPUBackend(AcceleratorBackend):
             attributes[f"{self.label_prefix}/nvlink-lanes"] = str(min(l.lanes for l in links))
         if hidden and "NVIDIA_VISIBLE_DEVICES" in host.env:
             attributes[f"{self.label_prefix}/gpus-not-visible"] = str(hidden)
-        return NodeDescription(
-            backend=self.name,
-            sku=sku,
-            resource_name=self.resource_name,
-            resource_quantity=len(devices),
-            devices=tuple(devices),
+        return pci_description(
+            self, sku, devices, problems,
             interconnect=links[0].kind if links else "pcie",
             links=links,
             nics=nics_of(rdma),
             fabric=fabric,
             location=location,
             attributes=attributes,
-            problems=tuple(problems),
         )
 
 
@@ -188,7 +168,7 @@ def _gpu_ids(host: Host, address: str) -> tuple[str, str, str] | None:
     return NVIDIA_VENDOR_ID, device, pci_class
 
 
-def _gpu_functions(host: Host, problems: list[str]) -> list[PciFunction]:
+def _gpu_functions(host: Host, problems: list[Problem | str]) -> list[PciFunction]:
     gpus = []
     for address in functions_of(host, (NVIDIA_VENDOR_ID,)):
         try:
@@ -197,10 +177,10 @@ def _gpu_functions(host: Host, problems: list[str]) -> list[PciFunction]:
                 continue
             fn = read_function(host, address, problems, ids)
         except HostReadError as exc:
-            problems.append(f"{exc}; cannot tell whether {address} is an NVIDIA GPU, not counted")
+            problems.append(Problem.of(exc, f"{exc}; cannot tell whether {address} is an NVIDIA GPU, not counted"))
             continue
         cpulist = f"{PCI_DEVICES}/{address}/local_cpulist"
-        if not fn.cpus and not any(p.startswith(cpulist) for p in problems):
+        if not fn.cpus and not any(getattr(p, "message", p).startswith(cpulist) for p in problems):
             # The kernel writes local_cpulist for every PCI function (all CPUs when it knows no
             # better), so an absent or empty one is a damaged sysfs, not a fact about the GPU.
             problems.append(f"{cpulist}: missing or empty; the GPU's local CPUs are unknown")
@@ -211,27 +191,11 @@ def _gpu_functions(host: Host, problems: list[str]) -> list[PciFunction]:
 # -- NVML -----------------------------------------------------------------------------------------
 
 
-def _nvml_reading(host: Host, problems: list[str]) -> dict[str, Any] | None:
-    try:
-        reading = host.library("nvml", _nvml.read_live)
-    except HostReadError as exc:
-        problems.append(f"NVML: {exc}")
-        return None
-    except Exception as exc:  # noqa: BLE001 - a driver/binding failure must not take the node down
-        problems.append(f"NVML: {type(exc).__name__}: {exc}")
-        return None
-    if reading is None:
-        return None
-    errors = _nvml.validate(reading)
-    if errors:
-        problems.append("NVML reading malformed: " + "; ".join(errors[:5]))
-        return None
-    if reading.get("error"):
-        problems.append(f"NVML: {reading['error']}")
-    return reading
+def _nvml_reading(host: Host, problems: list[Problem | str]) -> dict[str, Any] | None:
+    return library_reading(host, "nvml", "NVML", _nvml.read_live, _nvml.validate, problems)
 
 
-def _nvml_devices(reading: dict[str, Any] | None, gpus: list[PciFunction], problems: list[str]) -> dict[str, dict[str, Any]]:
+def _nvml_devices(reading: dict[str, Any] | None, gpus: list[PciFunction], problems: list[Problem | str]) -> dict[str, dict[str, Any]]:
     """NVML devices keyed by sysfs address, only those sysfs shows too."""
     if reading is None:
         return {}
@@ -249,7 +213,7 @@ def _nvml_devices(reading: dict[str, Any] | None, gpus: list[PciFunction], probl
 
 
 def _usable(gpus: list[PciFunction], reading: dict[str, Any] | None, nvml: dict[str, dict[str, Any]],
-            env: Any, problems: list[str]) -> tuple[list[PciFunction], int]:
+            env: Any, problems: list[Problem | str]) -> tuple[list[PciFunction], int]:
     """The GPUs CUDA can use here, and how many sysfs GPUs a container does not see.
 
     sysfs is not namespaced: a container given 2 of 8 GPUs still sees all 8 PCI functions, while
@@ -286,7 +250,7 @@ def _nvlink_kind(entry: Entry | None, reading: dict[str, Any] | None) -> str | N
     return known[-1] if known else ("nvlink" if versions else None)
 
 
-def _links(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], kind: str, problems: list[str]) -> tuple[Link, ...]:
+def _links(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], kind: str, problems: list[Problem | str]) -> tuple[Link, ...]:
     """GPU pairs joined by NVLink: direct links counted per pair; NVSwitch links make all
     switch-attached GPUs of the node all-to-all with as many lanes as the fewer of the two has."""
     index = {fn.address: i for i, fn in enumerate(gpus)}
@@ -312,7 +276,7 @@ def _links(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], kind: str, 
     return tuple(Link(a=a, b=b, kind=kind, lanes=n) for (a, b), n in sorted(lanes.items()))
 
 
-def _platform(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], problems: list[str]) -> dict[str, Any] | None:
+def _platform(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], problems: list[Problem | str]) -> dict[str, Any] | None:
     """The tray's place in its rack from NVML platform info, when every GPU has it and agrees."""
     infos = [(nvml.get(f.address) or {}).get("platform") for f in gpus]
     if not infos or not all(infos):
@@ -326,7 +290,7 @@ def _platform(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], problems
 
 
 def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], entry: Entry | None,
-            problems: list[str], platform: dict[str, Any] | None = None) -> Fabric:
+            problems: list[Problem | str], platform: dict[str, Any] | None = None) -> Fabric:
     """The multi-node NVLink domain (``<clusterUuid>.<cliqueId>``), else the host itself.
 
     A GPU is in a domain when its fabric state is COMPLETED, status SUCCESS and the cluster UUID is
@@ -366,19 +330,13 @@ def _fabric(host: Host, gpus: list[PciFunction], nvml: dict[str, dict[str, Any]]
     return Fabric(kind="nvlink-domain", id=cliques.pop(), hosts=hosts, worker=worker)
 
 
-def _location(host: Host, problems: list[str], platform: dict[str, Any] | None = None) -> Location:
+def _location_with_rack(host: Host, problems: list[Problem | str], platform: dict[str, Any] | None = None) -> Location:
     """Zone and placement hierarchy from the provider's metadata server, asked only when DMI
     says the host is a GCE or EC2 instance (A3/A4 on GCP, P5/P6 on AWS). Without a provider
     rack, the chassis serial of NVML platform info is the rack (v1 of the struct names it
     ``rackGuid``: the GB200 NVL72 chassis is the rack)."""
-    provider = cloud_provider(host)
-    if provider == "gcp":
-        location = gcp_location(host, problems)
-    elif provider == "aws":
-        location = aws_location(host, problems)
-    else:
-        location = Location()
+    found = location(host, problems)
     serial = (platform or {}).get("chassis_serial")
-    if serial and not location.rack:
-        location = dataclasses.replace(location, rack=serial)
-    return location
+    if serial and not found.rack:
+        found = dataclasses.replace(found, rack=serial)
+    return found

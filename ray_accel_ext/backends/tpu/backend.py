@@ -15,13 +15,15 @@ chip layout from facts: :mod:`.layout`. Chip coordinates and ICI links: :mod:`.i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from ...backend import AcceleratorBackend, Capabilities, PciId
 from ...bounds import ascii_uint
 from ...errors import TopologyStringError
 from ...host import Host
-from ...hw.cloud import cloud_provider, gcp_location, hostname
+from ...hw.cloud import cloud_provider, hostname
+from ...hw.cloud import location as provider_location
 from ...labels import (
     TPU_ATTR_ACCELERATOR_TYPE,
     TPU_ATTR_PREFIX,
@@ -31,7 +33,8 @@ from ...labels import (
     ray_tpu_pod_type,
     sanitize_value,
 )
-from ...model import Device, Fabric, Location, NodeDescription, Sku
+from ...model import Device, Fabric, Location, NodeDescription, Problem, Sku
+from .._reading import never_raises
 from .chips import TpuChip, find_chips, unknown_chip_name, unknown_chip_problem
 from .ici import IciLayout, chip_block_for, host_links
 from .identity import (
@@ -77,28 +80,19 @@ class TPUBackend(AcceleratorBackend):
         "vfio-pci binding (v5e and later) or the accel driver (v2-v4) is missing; use a TPU VM image or "
         "GKE TPU node pool"
     )
-    capabilities = Capabilities(
-        numa_affinity=True,
-        fabric_domains=True,
-        provider_location=True,
-        device_visibility=True,
-        uses_network=True,
-        topology_links=True,
-    )
+    capabilities = Capabilities(numa_affinity=True, fabric_domains=True, provider_location=True, device_visibility=True,
+                                uses_network=True, topology_links=True)
 
     def detect(self, host: Host) -> bool:
         """True when the host has at least one TPU chip a process could open."""
-        try:
-            return bool(find_chips(host, []))
-        except Exception:  # noqa: BLE001 - detect never raises
-            return False
+        return never_raises(lambda: find_chips(host, []))
 
     def describe(self, host: Host) -> NodeDescription:
         """Chips, slice, layout, links, location; what could not be read goes into ``problems``."""
-        problems: list[str] = []
+        problems: list[Problem | str] = []
         chips = find_chips(host, problems)
         info = slice_info(host, problems)
-        location = _location(host, info, problems)
+        location = _tpu_location(host, info, problems)
         provider_lookup(host, info, location, problems)
 
         acc, topo, fits = _parse_identity(info, problems)
@@ -157,31 +151,35 @@ class TPUBackend(AcceleratorBackend):
         )
 
 
-def _location(host: Host, info: SliceInfo, problems: list[str]) -> Location:
-    if cloud_provider(host) != "gcp":
-        return Location()
+def _tpu_location(host: Host, info: SliceInfo, problems: list[Problem | str]) -> Location:
+    """The provider's location (:func:`ray_accel_ext.hw.cloud.location`), unless on GKE (the facts
+    are in the environment and no metadata request is made) or after a failed metadata read (not
+    repeated for the location keys: its reason is already in ``problems``)."""
     if gke_environment(host.env) or info.metadata_failed:
-        # GKE: the facts are in the environment and no metadata request is made; a failed read
-        # is not repeated for the location keys (its reason is already in ``problems``).
-        return Location(provider="gcp")
-    return gcp_location(host, problems)  # answered from the same recursive read
+        return Location(provider="gcp") if cloud_provider(host) == "gcp" else Location()
+    return provider_location(host, problems)  # on GCE, answered from the same recursive read
 
 
-def _parse_identity(info: SliceInfo, problems: list[str]) -> tuple[AcceleratorType | None, Topology | None, bool]:
+_T = TypeVar("_T")
+
+
+def _parsed(parse: Callable[[str], _T], info: SliceInfo, field: str, what: str, problems: list[Problem | str]) -> _T | None:
+    """``parse`` of the slice fact ``field``, None when unknown or malformed (then a problem names its source)."""
+    text = getattr(info, field)
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except TopologyStringError as exc:
+        problems.append(f"{what} from {info.sources[field]}: {exc.message}")
+        return None
+
+
+def _parse_identity(info: SliceInfo, problems: list[Problem | str]) -> tuple[AcceleratorType | None, Topology | None, bool]:
     """(type, topology, whether the topology fits the type); a topology that does not fit is
     still published (as Ray does) but not laid out."""
-    acc: AcceleratorType | None = None
-    if info.accelerator_type:
-        try:
-            acc = parse_accelerator_type(info.accelerator_type)
-        except TopologyStringError as exc:
-            problems.append(f"accelerator type from {info.sources['accelerator_type']}: {exc.message}")
-    topo: Topology | None = None
-    if info.topology:
-        try:
-            topo = parse_topology(info.topology)
-        except TopologyStringError as exc:
-            problems.append(f"topology from {info.sources['topology']}: {exc.message}")
+    acc = _parsed(parse_accelerator_type, info, "accelerator_type", "accelerator type", problems)
+    topo = _parsed(parse_topology, info, "topology", "topology", problems)
     if acc is not None and topo is not None:
         if len(topo.dims) != acc.generation.dims:
             problems.append(f"topology does not fit {acc.text}: {topo.text!r}: {acc.generation.name} topologies have "
@@ -194,7 +192,7 @@ def _parse_identity(info: SliceInfo, problems: list[str]) -> tuple[AcceleratorTy
     return acc, topo, True
 
 
-def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
+def _resource_per_chip(env: Mapping[str, str], problems: list[Problem | str]) -> int:
     """``RAY_TPU_RESOURCE_PER_CHIP`` (Ray 2.60: logical TPU units per chip, e.g. 2 for TPU7x's two
     devices), 1 when unset; Ray then hands out unit ids ``chip * n + k``."""
     text = env.get("RAY_TPU_RESOURCE_PER_CHIP")
@@ -206,7 +204,7 @@ def _resource_per_chip(env: Mapping[str, str], problems: list[str]) -> int:
     return int(text)
 
 
-def _worker(info: SliceInfo, layout: SliceLayout | None, problems: list[str]) -> int | None:
+def _worker(info: SliceInfo, layout: SliceLayout | None, problems: list[Problem | str]) -> int | None:
     if info.worker_id is not None:
         try:
             return ascii_uint(info.worker_id)
@@ -239,7 +237,7 @@ def _sku(gen: Generation | None, accelerator_type: str | None, chips: list[TpuCh
 
 
 def _fabric(host: Host, info: SliceInfo, acc: AcceleratorType | None, topo: Topology | None,
-            worker: int | None, hosts: int | None, problems: list[str]) -> Fabric | None:
+            worker: int | None, hosts: int | None, problems: list[Problem | str]) -> Fabric | None:
     if acc is None:
         if info.accelerator_type is None:
             problems.append("slice unknown: no TPU_ACCELERATOR_TYPE and no accelerator-type from metadata")

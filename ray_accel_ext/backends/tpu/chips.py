@@ -15,6 +15,8 @@ from ...errors import HostReadError
 from ...host import Host
 from ...hw.pci import PCI_DEVICES, PciFunction, read_function
 from ...hw.pci_index import functions_of, pci_index
+from ...model import Problem
+from ...problems import GENERATION_UNSUPPORTED, SKU_UNKNOWN
 from .._sku import NO_LAYOUT_MARK, UNKNOWN_SKU_MARK
 from .topology import TPU_PCI_VENDOR, Generation, generation_from_pci, tpu_entry
 
@@ -55,7 +57,7 @@ def _iommu_group(host: Host, address: str) -> int | None:
     return int(name) if name.isascii() and name.isdigit() else None
 
 
-def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
+def find_chips(host: Host, problems: list[Problem | str]) -> list[TpuChip]:
     """The TPU chips of ``host`` a process could open, in ``TPU_VISIBLE_CHIPS`` order.
 
     Every Google processing accelerator (vendor 0x1ae0, class 0x12) with a device node is a chip,
@@ -67,7 +69,7 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
         try:
             vendor, device, pci_class = pci_index(host).ids(address)
         except HostReadError as exc:
-            problems.append(str(exc))
+            problems.append(Problem.of(exc))
             continue
         if vendor != TPU_PCI_VENDOR:
             continue
@@ -109,7 +111,7 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
         try:
             groups = [_iommu_group(host, f.address) for f in funcs]
         except HostReadError as exc:
-            problems.append(str(exc))
+            problems.append(Problem.of(exc))
             continue
         if groups[0] is not None and all(g is not None and host.exists(f"/dev/vfio/{g}") for g in groups):
             chips.append(TpuChip(gen, funcs, f"/dev/vfio/{groups[0]}", groups[0]))
@@ -127,7 +129,7 @@ def find_chips(host: Host, problems: list[str]) -> list[TpuChip]:
     return sorted(chips, key=lambda c: c.sort_key)
 
 
-def unknown_chip_problem(chips: list[TpuChip], typed_as: Generation | None, accelerator_type: str | None) -> str | None:
+def unknown_chip_problem(chips: list[TpuChip], typed_as: Generation | None, accelerator_type: str | None) -> Problem | None:
     """The problem line for chips counted without a known generation, None when there are none:
     their PCI id is not in the SKU database, or it is (an extra SKU file's entry, say) with a
     generation this release has no layout for (cores, torus, device nodes)."""
@@ -147,11 +149,13 @@ def unknown_chip_problem(chips: list[TpuChip], typed_as: Generation | None, acce
                "accelerator-type)")
     pci_ids = ", ".join(TPU_PCI_VENDOR[2:] + ":" + i[2:] for i in ids)
     if entry is not None:
-        return (f"{len(unknown)} TPU chip(s) with PCI id {pci_ids} ({shown}) are {entry.sku} {NO_LAYOUT_MARK} "
-                f"(generation {entry.generation!r}, from {entry.origin}): counted, {how}; upgrade ray-accel-ext, "
-                "or correct the generation if the entry is an extra SKU file's")
-    return (f"{len(unknown)} TPU chip(s) with PCI id {pci_ids} ({shown}) {UNKNOWN_SKU_MARK}: counted, {how}; describe "
-            f"it in an extra SKU file ({skus.ENV_VAR}, see `ray-accel skus`)")
+        return Problem(code=GENERATION_UNSUPPORTED, message=(
+            f"{len(unknown)} TPU chip(s) with PCI id {pci_ids} ({shown}) are {entry.sku} {NO_LAYOUT_MARK} "
+            f"(generation {entry.generation!r}, from {entry.origin}): counted, {how}; upgrade ray-accel-ext, "
+            "or correct the generation if the entry is an extra SKU file's"))
+    return Problem(code=SKU_UNKNOWN, message=(
+        f"{len(unknown)} TPU chip(s) with PCI id {pci_ids} ({shown}) {UNKNOWN_SKU_MARK}: counted, {how}; describe "
+        f"it in an extra SKU file ({skus.ENV_VAR}, see `ray-accel skus`)"))
 
 
 def unknown_chip_name(device_id: str | None) -> str:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from ...errors import ProviderError
 from ...host import Host
 from ...hw.cloud import cloud_provider
-from ...model import Location
+from ...model import Location, Problem
+from ...problems import METADATA_ERROR
 from . import api as tpu_api
 
 __all__ = ["RAY_TPU_ENV", "SliceInfo", "gke_environment", "parse_tpu_env", "provider_lookup", "slice_info"]
@@ -102,7 +103,7 @@ METADATA_KEYS = tuple(f"instance/attributes/{k}" for k in (
 )) + ("instance/machine-type", "instance/network-interfaces/0/ip")
 
 
-def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[str]) -> None:
+def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[Problem | str]) -> None:
     def attr(key: str) -> str | None:
         value = values.get(f"instance/attributes/{key}")
         return value.strip() if value and value.strip() else None
@@ -113,7 +114,7 @@ def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[str
     if tpu_env_text:
         parsed, bad = parse_tpu_env(tpu_env_text)
         info.tpu_env = parsed
-        problems.extend(f"GCE metadata tpu-env: {b}" for b in bad)
+        problems.extend(Problem(code=METADATA_ERROR, message=f"GCE metadata tpu-env: {b}") for b in bad)
         info.set("topology", parsed.get("TOPOLOGY"), "tpu-env")
         # Keys Ray does not read: fill gaps only.
         info.set("accelerator_type", parsed.get("ACCELERATOR_TYPE"), "tpu-env")
@@ -130,7 +131,7 @@ def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[str
     info.ip = (values.get("instance/network-interfaces/0/ip") or "").strip() or None
 
 
-def slice_info(host: Host, problems: list[str]) -> SliceInfo:
+def slice_info(host: Host, problems: list[Problem | str]) -> SliceInfo:
     """Slice identity from GKE variables, then (not on GKE) the one recursive metadata read."""
     info = _from_env(host.env)
     if gke_environment(host.env):
@@ -142,13 +143,13 @@ def slice_info(host: Host, problems: list[str]) -> SliceInfo:
         values = {path: host.metadata.gce(path) for path in METADATA_KEYS}
     except ProviderError as exc:
         info.metadata_failed = True
-        problems.append(f"GCE metadata: {exc.reason(request=False)}")
+        problems.append(Problem.of(exc, f"GCE metadata: {exc.reason(request=False)}"))
         return info
     _apply(info, values, problems)
     return info
 
 
-def provider_lookup(host: Host, info: SliceInfo, location: Location, problems: list[str]) -> None:
+def provider_lookup(host: Host, info: SliceInfo, location: Location, problems: list[Problem | str]) -> None:
     """Fill gaps from the Cloud TPU API (``[gcp]`` extra) when metadata lacked them.
 
     The node is looked up by its TPU node name (``TPU_NAME`` or tpu-env ``NODE_ID``; Ray's
@@ -172,7 +173,7 @@ def provider_lookup(host: Host, info: SliceInfo, location: Location, problems: l
         if node is None and node_name and ip:
             node = tpu_api.find_node(host.env, host.deadline, project=project, zone=zone, ip=ip)
     except ProviderError as exc:
-        problems.append(f"Cloud TPU API: {exc.reason(request=False)}")
+        problems.append(Problem.of(exc, f"Cloud TPU API: {exc.reason(request=False)}"))
         return
     if node is None:
         problems.append(f"Cloud TPU API: no TPU node {'named ' + node_name if node_name else 'with IP ' + str(ip)} in {project}/{zone}")

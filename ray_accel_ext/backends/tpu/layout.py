@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ...model import Problem
 from .ici import (
     IciLayout,
     Triple,
@@ -75,7 +76,7 @@ def _first(sources: list[tuple[str, Mapping[str, str]]], keys: tuple[str, ...]) 
 
 
 def host_facts(chips_seen: int, env: Mapping[str, str], tpu_env: Mapping[str, str],
-               machine_type: str | None, problems: list[str]) -> HostFacts:
+               machine_type: str | None, problems: list[Problem | str]) -> HostFacts:
     """Collect the layout facts of the GKE variables (``env``), tpu-env and the machine type."""
     sources = [("", env), ("tpu-env ", tpu_env)]
     block_text, block_src = _first(sources, ("TPU_CHIPS_PER_HOST_BOUNDS", "CHIPS_PER_HOST_BOUNDS"))
@@ -110,7 +111,7 @@ class SliceLayout:
     twisted: bool = False
 
 
-def _chips_per_host(acc: AcceleratorType, facts: HostFacts, problems: list[str]) -> tuple[int, str]:
+def _chips_per_host(acc: AcceleratorType, facts: HostFacts, problems: list[Problem | str]) -> tuple[int, str]:
     declared: list[tuple[int, str]] = []
     if facts.chip_block is not None:
         declared.append((math.prod(facts.chip_block), f"{facts.chip_block_source}={','.join(map(str, facts.chip_block))}"))
@@ -130,7 +131,7 @@ def _chips_per_host(acc: AcceleratorType, facts: HostFacts, problems: list[str])
 
 
 def slice_layout(acc: AcceleratorType, topology: Topology | None, facts: HostFacts,
-                 problems: list[str]) -> SliceLayout:
+                 problems: list[Problem | str]) -> SliceLayout:
     """Hosts and chip grid of ``acc`` (topology ``topology``, when known) seen from this host."""
     per_host, source = _chips_per_host(acc, facts, problems)
     in_slice = min(per_host, acc.chips)  # a sub-host slice uses part of its host
@@ -145,7 +146,7 @@ def slice_layout(acc: AcceleratorType, topology: Topology | None, facts: HostFac
 
 
 def _ici(acc: AcceleratorType, topology: Topology, facts: HostFacts, in_slice: int, hosts: int,
-         problems: list[str]) -> IciLayout | None:
+         problems: list[Problem | str]) -> IciLayout | None:
     block = facts.chip_block or chip_block_for(in_slice)
     if block is None:
         problems.append(f"no known chip layout for {in_slice} chips per host; chip coordinates and links left out")

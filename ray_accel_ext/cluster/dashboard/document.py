@@ -8,7 +8,7 @@ It is :meth:`ClusterInventory.to_dict` (schema 1: ``summary``, ``domains``, ``no
 * ``devices``: per backend, one entry per device: ``state`` (``free``, ``held``, ``missing``),
   the ``holders`` (ids) and the latest ``utilization`` / ``memory_used`` / ``memory_total``,
   with ``history`` (``[[unix time, value], ...]``) for sparklines;
-* ``advice``: each reason in plain words with the ``ray-accel doctor`` fix;
+* ``advice``: each coded problem (``problems``) in plain words with the ``ray-accel doctor`` fix;
 * ``ray_dashboard``: the path of the node's page in Ray's dashboard;
 
 and at the top ``label_keys`` and ``group_by`` (the label keys the page reads), ``holders``
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...findings import finding_of
 from ...labels import ACCELERATOR_TYPE, BLOCK, CLUSTER, DISCOVERY, FABRIC_DOMAIN, FABRIC_WORKER, RACK, SKU
 from ...placement.choose import ACCELERATOR_RESOURCES
-from ...tools.doctor import explain
 from ..inventory import ClusterInventory, ClusterNode
 from .holders import HolderReport
 from .metrics import MetricsHistory
@@ -153,7 +153,7 @@ def build_document(
         entry["occupancy"] = _occupancy(node, resources, bundles.get(node.node_id, []), mine)
         entry["devices"] = _devices(node, mine, metrics)
         entry["holders"] = [h["id"] for h in mine]
-        entry["advice"] = [explain(r).to_dict() for r in entry["reasons"]]
+        entry["advice"] = [finding_of(p).to_dict() for p in node.problems()]
         entry["ray_dashboard"] = RAY_NODE_PAGE.format(node_id=node.node_id)
         for rows in entry["devices"].values():
             for row in rows:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ...hw.pci import format_cpulist
+from ...model import reason_line
 from ...node.discovery import discover
 from ._common import add_format_option, add_root_option, host_for, print_json, table
 
@@ -58,10 +59,10 @@ def run(args: argparse.Namespace) -> int:
             print(table([(n.name, n.kind, n.pci_address, n.numa_node, n.netdev, n.rate_gbps) for n in desc.nics],
                         ("nic", "kind", "pci", "numa", "netdev", "Gb/s")))
         print()
-    reasons = inventory.reasons()
-    print(f"discovery: {'degraded' if reasons else 'ok'} in {inventory.elapsed_s * 1000:.1f} ms")
-    for r in reasons:
-        print(f"  - {r}")
+    problems = inventory.all_problems()
+    print(f"discovery: {'degraded' if problems else 'ok'} in {inventory.elapsed_s * 1000:.1f} ms")
+    for p in problems:
+        print(f"  - [{p.code}] {reason_line(p)}")
     return 0
 
 

@@ -67,14 +67,14 @@ def test_rocr_without_hip_is_reported(mi300x: Path):
     """Ray refuses ROCR_VISIBLE_DEVICES without HIP_VISIBLE_DEVICES: say so before it does."""
     (mi300x / "env.json").write_text(json.dumps({"ROCR_VISIBLE_DEVICES": "0,1"}))
     desc = _describe(mi300x)
-    assert any("Please use HIP_VISIBLE_DEVICES" in p for p in desc.problems), desc.problems
+    assert any("Please use HIP_VISIBLE_DEVICES" in p for p in [q.message for q in desc.problems]), desc.problems
 
 
 def test_corrupt_kfd_node_becomes_a_problem(mi300x: Path):
     (mi300x / KFD / "4/properties").write_text("simd_count lots\n")
     desc = _describe(mi300x)
     assert len(desc.devices) == 7
-    assert any("nodes/4/properties: malformed line 'simd_count lots'" in p for p in desc.problems), desc.problems
+    assert any("nodes/4/properties: malformed line 'simd_count lots'" in p for p in [q.message for q in desc.problems]), desc.problems
 
 
 def test_two_hives_fall_back_to_the_host_domain_and_say_why(mi300x: Path):
@@ -82,7 +82,7 @@ def test_two_hives_fall_back_to_the_host_domain_and_say_why(mi300x: Path):
     path.write_text(path.read_text().replace("hive_id 11712426211487235452", "hive_id 42"))
     desc = _describe(mi300x)
     assert (desc.fabric.kind, desc.fabric.id) == ("host", "mi300x-node-01")
-    assert any("2 XGMI hive ids" in p for p in desc.problems), desc.problems
+    assert any("2 XGMI hive ids" in p for p in [q.message for q in desc.problems]), desc.problems
 
 
 def test_unknown_device_id_is_counted_named_and_reported(mi300x: Path):
@@ -95,7 +95,7 @@ def test_unknown_device_id_is_counted_named_and_reported(mi300x: Path):
     assert len(desc.devices) == 8 and not desc.sku.known and desc.sku.generation == "unknown"
     assert desc.sku.name == "instinct-mi300x"  # AMD SMI's market name
     assert desc.sku.ray_accelerator_type is None  # not in Ray's amd_product_dict
-    assert any("1002:7530" in p and "not in the SKU database" in p for p in desc.problems)
+    assert any("1002:7530" in p and "not in the SKU database" in p for p in [q.message for q in desc.problems])
     (mi300x / "libraries/amdsmi.json").unlink()
     assert _describe(mi300x).sku.name == "amd-unknown-0x7530"
 
@@ -111,7 +111,7 @@ def test_amd_smi_failure_is_a_problem(mi300x: Path):
     (mi300x / "libraries/amdsmi.json").write_text(json.dumps({"format": 1, "error": "amdsmi_init: Error code: 34", "devices": []}))
     desc = _describe(mi300x)
     assert desc.sku.ray_accelerator_type is None and len(desc.devices) == 8
-    assert "AMD SMI: amdsmi_init: Error code: 34" in desc.problems
+    assert "AMD SMI: amdsmi_init: Error code: 34" in [p.message for p in desc.problems]
 
 
 def test_compute_partition_mode_is_published_with_the_partitions_memory(mi300x: Path):

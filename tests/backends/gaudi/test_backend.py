@@ -69,7 +69,7 @@ def test_container_given_some_devices(hls3: Path):
     desc = _describe(hls3)
     assert [_module_of(hls3, d.pci_address) for d in desc.devices] == [4, 5]
     assert desc.attributes["gaudi.rayaccel.io/devices-not-visible"] == "6"
-    assert any("module ids [4, 5] are not 0..1" in p for p in desc.problems), desc.problems
+    assert any("module ids [4, 5] are not 0..1" in p for p in [q.message for q in desc.problems]), desc.problems
 
 
 def test_without_hl_smi_sysfs_is_a_complete_answer(hls3: Path):
@@ -86,7 +86,7 @@ def test_unparsable_hl_smi_output_is_a_problem(hls3: Path):
     (hls3 / "commands/hl-smi.json").write_text(json.dumps(record))
     desc = _describe(hls3)
     assert len(desc.devices) == 8
-    assert any("hl-smi printed unparsable output: line 1: 4 fields" in p for p in desc.problems), desc.problems
+    assert any("hl-smi printed unparsable output: line 1: 4 fields" in p for p in [q.message for q in desc.problems]), desc.problems
 
 
 def test_unknown_device_id_bound_to_the_driver_is_counted_and_reported(hls3: Path):
@@ -95,7 +95,7 @@ def test_unknown_device_id_bound_to_the_driver_is_counted_and_reported(hls3: Pat
     desc = _describe(hls3)
     assert len(desc.devices) == 8 and desc.resource_quantity == 8
     assert (desc.sku.name, desc.sku.known, desc.sku.generation) == ("gaudi3", False, "unknown")  # the driver's device_type
-    assert any("1da3:1070" in p and "not in the SKU database" in p for p in desc.problems)
+    assert any("1da3:1070" in p and "not in the SKU database" in p for p in [q.message for q in desc.problems])
     assert desc.links == ()  # scale-up wiring is only known for the OAM parts
 
 
@@ -104,7 +104,7 @@ def test_a_device_that_needs_reset_is_counted_and_reported(hls3: Path):
     (victim.resolve() / "status").write_text("Needs reset\n")
     desc = _describe(hls3)
     assert len(desc.devices) == 8
-    assert any(f"{victim.name} reports status 'Needs reset'" in p for p in desc.problems)
+    assert any(f"{victim.name} reports status 'Needs reset'" in p for p in [q.message for q in desc.problems])
 
 
 def test_driver_not_loaded_is_not_detected_and_doctor_says_why(hls3: Path, capsys):

@@ -99,7 +99,7 @@ def test_api_errors_degrade_within_bounds(snap, capsys, monkeypatch, no_profile,
     assert out["problems"] == []
     (desc,) = out["descriptions"]
     assert desc["location"]["rack"] is None
-    assert any(p.startswith(reason) for p in desc["problems"]), desc["problems"]
+    assert any(p.startswith(reason) for p in [q["message"] for q in desc["problems"]]), desc["problems"]
     assert desc["resource_quantity"] == 64
 
 
@@ -118,7 +118,7 @@ def test_without_boto3_the_opt_in_is_reported(snap, capsys, monkeypatch, no_prof
         out = run(capsys, monkeypatch, snap, api, "discover")
     assert api.requests == []
     (desc,) = out["descriptions"]
-    assert any("boto3 (the [aws] extra) is not installed" in p for p in desc["problems"])
+    assert any("boto3 (the [aws] extra) is not installed" in p for p in [q["message"] for q in desc["problems"]])
 
 
 @pytest.mark.parametrize("nodes, levels", [
@@ -141,5 +141,5 @@ def test_a_slow_lookup_is_abandoned_before_the_budget_ends(snap, capsys, monkeyp
     (desc,) = out["descriptions"]
     assert desc["resource_quantity"] == 64
     assert any(p.startswith(("DescribeInstanceTopology", "ProviderTimeout: DescribeInstanceTopology"))
-               for p in desc["problems"]), desc["problems"]
+               for p in [q["message"] for q in desc["problems"]]), desc["problems"]
     assert elapsed < 8.0

@@ -77,8 +77,8 @@ def test_hanging_neuron_ls_and_hanging_imds_give_a_degraded_node_in_bounded_time
     desc = only_description(out)
     assert desc["resource_quantity"] == 64  # sysfs alone still gives every device and core
     assert len(desc["links"]) == 32
-    assert any(p.startswith("neuron-ls: timed out after") for p in desc["problems"])
-    assert any("EC2 IMDS: MetadataTimeout" in p for p in desc["problems"])
+    assert any(p.startswith("neuron-ls: timed out after") for p in [q["message"] for q in desc["problems"]])
+    assert any("EC2 IMDS: MetadataTimeout" in p for p in [q["message"] for q in desc["problems"]])
     assert desc["location"]["instance_type"] == "trn2.48xlarge"  # DMI needs no network
 
 
@@ -98,9 +98,9 @@ def test_neuron_ls_printing_garbage_or_failing_degrades(tmp_path, capsys, monkey
     assert ray_args["resources"]["neuron_cores"] == 64
     assert ray_args["labels"]["rayaccel.io/discovery"] == "degraded"
     desc = only_description(cli(capsys, monkeypatch, snap, "discover"))
-    assert any(reason in p for p in desc["problems"]), desc["problems"]
-    assert any("unusable" in p for p in desc["problems"])
-    assert any("api/token: HTTP 401" in p for p in desc["problems"])
+    assert any(reason in p for p in [q["message"] for q in desc["problems"]]), desc["problems"]
+    assert any("unusable" in p for p in [q["message"] for q in desc["problems"]])
+    assert any("api/token: HTTP 401" in p for p in [q["message"] for q in desc["problems"]])
 
 
 def test_neuron_ls_timeout_is_bounded_by_the_budget():
@@ -152,8 +152,8 @@ def test_root_only_files_without_another_source_degrade_the_description_not_the_
     desc = only_description(out)
     assert desc["resource_quantity"] == 32  # 2 physical cores per Trainium from the SKU table
     assert desc["links"] == []  # Trn1 neighbours come from firmware: no table to fall back on
-    assert any("connected_devices: permission denied" in p for p in desc["problems"])
-    assert not any("core_count" in p for p in desc["problems"])
+    assert any("connected_devices: permission denied" in p for p in [q["message"] for q in desc["problems"]])
+    assert not any("core_count" in p for p in [q["message"] for q in desc["problems"]])
 
 
 def test_trn2_without_root_or_neuron_ls_falls_back_to_the_driver_neighbour_table(tmp_path):
@@ -164,7 +164,7 @@ def test_trn2_without_root_or_neuron_ls_falls_back_to_the_driver_neighbour_table
         pytest.skip("running as root without setpriv: cannot take away CAP_DAC_OVERRIDE")
     desc = only_description(out)
     assert len(desc["links"]) == 32 and desc["devices"][0]["coords"] == [0, 0]
-    assert not any("connected_devices" in p for p in desc["problems"])
+    assert not any("connected_devices" in p for p in [q["message"] for q in desc["problems"]])
 
 
 # -- logical cores and visible cores ---------------------------------------------------------------
@@ -188,7 +188,7 @@ def test_logical_core_setting(tmp_path, capsys, monkeypatch, name, value, cores,
     if problem is None:
         assert desc["problems"] == []
     else:
-        assert any(problem in p for p in desc["problems"]), desc["problems"]
+        assert any(problem in p for p in [q["message"] for q in desc["problems"]]), desc["problems"]
 
 
 @pytest.mark.parametrize(
@@ -199,7 +199,7 @@ def test_node_started_with_visible_cores_offers_only_those(tmp_path, capsys, mon
     snap = copy_of("trn2-48xlarge", tmp_path, env={"NEURON_RT_VISIBLE_CORES": visible})
     desc = only_description(cli(capsys, monkeypatch, snap, "discover"))
     assert desc["resource_quantity"] == cores
-    assert (problem is None and desc["problems"] == []) or any(problem in p for p in desc["problems"])
+    assert (problem is None and desc["problems"] == []) or any(problem in p for p in [q["message"] for q in desc["problems"]])
 
 
 def test_visibility_is_per_core_and_round_trips():
@@ -231,7 +231,7 @@ def test_ultraserver_pod_election_in_progress_falls_back_to_the_host(tmp_path, c
     assert out["labels"]["rayaccel.io/fabric-domain"] == "ip-10-0-5-41"
     assert out["labels"]["rayaccel.io/discovery"] == "degraded"
     desc = only_description(cli(capsys, monkeypatch, snap, "discover"))
-    assert any("pod election not finished" in p for p in desc["problems"])
+    assert any("pod election not finished" in p for p in [q["message"] for q in desc["problems"]])
 
 
 def test_trainium3_is_recognised_by_pci_id_and_its_unconfirmed_default_is_said(tmp_path, capsys, monkeypatch):
@@ -245,9 +245,9 @@ def test_trainium3_is_recognised_by_pci_id_and_its_unconfirmed_default_is_said(t
     desc = only_description(cli(capsys, monkeypatch, snap, "discover"))
     assert (desc["sku"]["name"], desc["sku"]["pci_device_id"], desc["interconnect"]) == ("trainium3", "0x7564", "neuronlink-v4")
     assert desc["resource_quantity"] == 8
-    assert any("default logical NeuronCore config of trainium3 is not confirmed" in p for p in desc["problems"])
+    assert any("default logical NeuronCore config of trainium3 is not confirmed" in p for p in [q["message"] for q in desc["problems"]])
     assert any("instance type inf2.xlarge carries inferentia2, but the devices are trainium3" in p
-               for p in desc["problems"])
+               for p in [q["message"] for q in desc["problems"]])
 
 
 def test_instance_type_from_imds_when_dmi_is_absent(tmp_path, capsys, monkeypatch):
@@ -284,7 +284,7 @@ def test_ultraserver_instance_without_server_files_is_reported(tmp_path, capsys,
         (snap / "rootfs/sys/class/neuron_device" / name).unlink()
     desc = only_description(cli(capsys, monkeypatch, snap, "discover"))
     assert desc["fabric"]["kind"] == "host"
-    assert any("UltraServer instance but" in p for p in desc["problems"])
+    assert any("UltraServer instance but" in p for p in [q["message"] for q in desc["problems"]])
 
 
 def test_an_unrelated_broken_pci_function_does_not_degrade(tmp_path, capsys, monkeypatch):

@@ -154,7 +154,7 @@ def test_missing_neuron_ls_keeps_devices_and_links_but_names_what_is_lost(capsys
     assert len(desc["devices"]) == 16 and len(desc["links"]) == 32
     assert all(d["pci_address"] is None and d["numa_node"] is None and d["nics"] == [] for d in desc["devices"])
     assert desc["devices"][3]["id"] == "neuron3"
-    (problem,) = desc["problems"]
+    (problem,) = [p["message"] for p in desc["problems"]]
     assert "neuron-ls not installed" in problem and "EFA affinity" in problem
 
 
@@ -163,5 +163,5 @@ def test_refused_imds_token_is_named(capsys, monkeypatch):
     (desc,) = out["descriptions"]
     assert desc["location"]["instance_type"] is None
     assert desc["sku"]["name"] == "inferentia2"  # from the PCI id, no instance type needed
-    (problem,) = desc["problems"]
+    (problem,) = [p["message"] for p in desc["problems"]]
     assert "PUT /latest/api/token: HTTP 403" in problem

@@ -65,7 +65,7 @@ def test_garbled_recording_is_a_problem_naming_the_file(h100):
     (h100 / "libraries" / "nvml.json").write_text('{"format": 1, "devices": [')
     inventory, desc = describe(h100)
     assert inventory.degraded
-    assert any("libraries/nvml.json" in p for p in desc.problems), desc.problems
+    assert any("libraries/nvml.json" in p for p in [q.message for q in desc.problems]), desc.problems
     assert len(desc.devices) == 8 and desc.interconnect == "pcie"
 
 
@@ -75,7 +75,7 @@ def test_malformed_recording_is_a_problem(h100):
     reading["devices"][2]["bus_id"] = "not-a-bus-id"
     path.write_text(json.dumps(reading))
     inventory, desc = describe(h100)
-    assert any("devices[2].bus_id" in p for p in desc.problems), desc.problems
+    assert any("devices[2].bus_id" in p for p in [q.message for q in desc.problems]), desc.problems
     assert len(desc.devices) == 8
 
 
@@ -86,7 +86,7 @@ def test_nvml_and_sysfs_disagreeing_on_gpus_is_a_problem(h100):
     reading["devices"].append(dict(gone, bus_id="00000000:EE:00.0"))
     path.write_text(json.dumps(reading))
     inventory, desc = describe(h100)
-    text = "\n".join(desc.problems)
+    text = "\n".join(p.message for p in desc.problems)
     assert "00000000:EE:00.0" in text and "0000:a0:00.0" in text
     # Only GPUs both sysfs and NVML show are usable: GPU 0000:a0:00.0 (NVML cannot reach it) is
     # not counted, nor is the phantom NVML device.
@@ -119,7 +119,7 @@ def test_nvml_error_fields_are_problems(h100):
     reading["devices"][0]["errors"] = ["nvmlDeviceGetMemoryInfo: Unknown Error"]
     path.write_text(json.dumps(reading))
     inventory, desc = describe(h100)
-    assert any("nvmlDeviceGetMemoryInfo: Unknown Error" in p for p in desc.problems)
+    assert any("nvmlDeviceGetMemoryInfo: Unknown Error" in p for p in [q.message for q in desc.problems])
 
 
 def test_live_reader_on_this_machine_is_none_or_valid():

@@ -52,7 +52,7 @@ def test_gpus_disagreeing_on_their_tray_is_a_problem(tmp_path):
     inventory = discover(open_host(tray))
     (desc,) = inventory.descriptions
     assert inventory.degraded and desc.fabric.worker is None
-    assert any("disagree on their NVML platform position" in p for p in desc.problems), desc.problems
+    assert any("disagree on their NVML platform position" in p for p in [q.message for q in desc.problems]), desc.problems
 
 
 def test_malformed_platform_entry_is_a_problem(tmp_path):
@@ -63,7 +63,7 @@ def test_malformed_platform_entry_is_a_problem(tmp_path):
     assert any("devices[0].platform" in e for e in _nvml.validate(reading))
     path.write_text(json.dumps(reading))
     (desc,) = discover(open_host(tray)).descriptions
-    assert any("devices[0].platform" in p for p in desc.problems), desc.problems
+    assert any("devices[0].platform" in p for p in [q.message for q in desc.problems]), desc.problems
 
 
 def test_recorded_snapshot_has_no_platform_and_stays_valid():

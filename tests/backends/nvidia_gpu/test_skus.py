@@ -96,7 +96,7 @@ def test_unknown_device_snapshot_counts_the_gpu_names_it_and_says_so(capsys):
     assert spec["labels"]["rayaccel.io/discovery"] == "degraded"
     desc = NvidiaGPUBackend().describe(open_host(HOSTS / "unknown-device-id", environ={}))
     assert not desc.sku.known
-    assert any("10de:2b85" in p and "not in the SKU database" in p for p in desc.problems), desc.problems
+    assert any("10de:2b85" in p and "not in the SKU database" in p for p in [q.message for q in desc.problems]), desc.problems
 
 
 def test_unknown_device_without_nvml_is_vendor_unknown_id(tmp_path):

@@ -52,7 +52,7 @@ def test_tpu7x_slot_with_one_function_counts_but_degrades(tmp_path, capsys, monk
     (desc,) = _discover(tree.dir, capsys, monkeypatch)
     assert desc["resource_quantity"] == 4
     assert [d["pci_address"] for d in desc["devices"]] == ["0000:c0:02.0", "0000:c0:03.0", "0000:e0:02.0", "0000:e0:03.0"]
-    assert any("0000:e0:03: 1 PCI function(s), expected 2" in p for p in desc["problems"])
+    assert any("0000:e0:03: 1 PCI function(s), expected 2" in p for p in [q["message"] for q in desc["problems"]])
 
 
 @pytest.mark.parametrize("subsystem,gen,hbm_gib", [("0x004e", "v2", 16), ("0x004f", "v3", 32)])
@@ -78,7 +78,7 @@ def test_an_id_the_database_lacks_is_counted_named_and_explained(tmp_path, capsy
     assert desc["resource_quantity"] == 1 and desc["devices"][0]["pci_address"] == "0000:00:04.0"
     assert desc["sku"]["name"] == "google-unknown-0x0027" and desc["sku"]["generation"] == "unknown"
     assert not desc["sku"]["known"]
-    (line,) = [p for p in desc["problems"] if UNKNOWN_SKU_MARK in p]
+    (line,) = [p for p in [q["message"] for q in desc["problems"]] if UNKNOWN_SKU_MARK in p]
     assert "1ae0:0027" in line and "0000:00:04.0" in line and "counted" in line
 
 
@@ -92,7 +92,7 @@ def test_unknown_chips_are_typed_from_the_accelerator_type_when_given(snapshot, 
     assert desc["resource_quantity"] == 4  # what Ray's TPU manager counts: four Google VFIO groups
     assert (desc["sku"]["name"], desc["sku"]["generation"], desc["sku"]["ray_accelerator_type"]) == (sku, generation, ray_type)
     assert {d["memory_bytes"] for d in desc["devices"]} == {memory_gib << 30 if memory_gib else None}
-    assert any(UNKNOWN_SKU_MARK in p and "1ae0:0080" in p for p in desc["problems"])
+    assert any(UNKNOWN_SKU_MARK in p and "1ae0:0080" in p for p in [q["message"] for q in desc["problems"]])
 
 
 def test_vfio_groups_not_bound_are_not_chips(tmp_path, capsys, monkeypatch):
@@ -118,7 +118,7 @@ def test_fewer_accel_nodes_than_pci_chips(tmp_path, capsys, monkeypatch):
     tree.accel(2)
     (desc,) = _discover(tree.dir, capsys, monkeypatch)
     assert desc["resource_quantity"] == 2
-    assert any("4 TPU chips on PCI but 2 /dev/accel* nodes" in p for p in desc["problems"])
+    assert any("4 TPU chips on PCI but 2 /dev/accel* nodes" in p for p in [q["message"] for q in desc["problems"]])
 
 
 def test_mixed_generations_are_reported(tmp_path, capsys, monkeypatch):
@@ -126,7 +126,7 @@ def test_mixed_generations_are_reported(tmp_path, capsys, monkeypatch):
     tree.pci("0000:00:04.0", GOOGLE, "0x006f", "0x120000", iommu_group=0, vfio=True)
     tree.pci("0000:00:05.0", GOOGLE, "0x0063", "0x120000", iommu_group=1, vfio=True)
     (desc,) = _discover(tree.dir, capsys, monkeypatch)
-    assert any("mixed TPU generations" in p for p in desc["problems"])
+    assert any("mixed TPU generations" in p for p in [q["message"] for q in desc["problems"]])
 
 
 def test_malformed_type_from_env_is_a_named_problem(tmp_path, capsys, monkeypatch):
@@ -134,7 +134,7 @@ def test_malformed_type_from_env_is_a_named_problem(tmp_path, capsys, monkeypatc
     for i in range(4):
         tree.pci(f"0000:00:0{4 + i}.0", GOOGLE, "0x006f", "0x120000", iommu_group=i, vfio=True)
     (desc,) = _discover(tree.dir, capsys, monkeypatch)
-    assert any("'v6e-1x'" in p for p in desc["problems"]) and desc["fabric"] is None
+    assert any("'v6e-1x'" in p for p in [q["message"] for q in desc["problems"]]) and desc["fabric"] is None
     assert desc["resource_quantity"] == 4  # the chips are still there
 
 
@@ -143,7 +143,7 @@ def test_topology_that_does_not_fit_the_type(tmp_path, capsys, monkeypatch):
     for i in range(4):
         tree.pci(f"0000:00:0{4 + i}.0", GOOGLE, "0x006f", "0x120000", iommu_group=i, vfio=True)
     (desc,) = _discover(tree.dir, capsys, monkeypatch)
-    assert any("does not fit v6e-16" in p for p in desc["problems"])
+    assert any("does not fit v6e-16" in p for p in [q["message"] for q in desc["problems"]])
     assert all(d["coords"] is None for d in desc["devices"])
 
 

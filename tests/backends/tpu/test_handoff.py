@@ -150,4 +150,4 @@ def test_workers_read_the_published_description_and_ask_nothing(clean_env):
         local = node_inventory()
         assert servers.gce.count() == before
         assert len(local.descriptions[0].devices) == 4 and local.descriptions[0].fabric is None
-        assert any("RAY_ACCEL_METADATA=off" in p for p in local.descriptions[0].problems)
+        assert any("RAY_ACCEL_METADATA=off" in p for p in [q.message for q in local.descriptions[0].problems])

@@ -87,7 +87,7 @@ def test_api_names_the_slice_and_lists_its_hosts(sparse_snapshot, capsys, monkey
 def test_without_the_api_the_slice_stays_unnamed(sparse_snapshot, capsys, monkeypatch):
     desc, labels, _ = _discover(sparse_snapshot, None, capsys, monkeypatch)
     assert desc["fabric"] is None and "ray.io/tpu-slice-name" not in labels
-    assert any("slice name unknown" in p for p in desc["problems"])
+    assert any("slice name unknown" in p for p in [q["message"] for q in desc["problems"]])
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_api_errors_are_provider_errors_never_hangs(sparse_snapshot, fault, requ
     with FakeTpuApi([NODE], faults={"*": fault}) as api:
         desc, labels, elapsed = _discover(sparse_snapshot, api, capsys, monkeypatch)
         assert len(api.first_run_requests) == requests
-    assert any(p.startswith("Cloud TPU API: ProviderError") and message in p for p in desc["problems"]), desc["problems"]
+    assert any(p.startswith("Cloud TPU API: ProviderError") and message in p for p in [q["message"] for q in desc["problems"]]), desc["problems"]
     assert labels["rayaccel.io/discovery"] == "degraded"
     assert elapsed < BUDGET_S + MARGIN_S
     if fault.get("retry_after") == "0.5":
@@ -124,5 +124,5 @@ def test_missing_extra_is_silently_unavailable(sparse_snapshot, capsys, monkeypa
     with FakeTpuApi([NODE]) as api:
         desc, _, _ = _discover(sparse_snapshot, api, capsys, monkeypatch)
         assert api.requests == []
-    assert not any("Cloud TPU API" in p for p in desc["problems"])
-    assert any("slice name unknown" in p for p in desc["problems"])
+    assert not any("Cloud TPU API" in p for p in [q["message"] for q in desc["problems"]])
+    assert any("slice name unknown" in p for p in [q["message"] for q in desc["problems"]])

@@ -160,7 +160,7 @@ def test_generated_host_equals_rays_tpu_manager(case, tmp_path):
     acc = _parsed_type(case)
     if tpu is not None and tpu.fabric is not None and acc is not None and tpu.fabric.hosts * len(tpu.devices) != acc.chips:
         numbers = (str(acc.chips), str(tpu.fabric.hosts * len(tpu.devices)))
-        assert any(all(n in p for n in numbers) for p in tpu.problems), tpu.problems
+        assert any(all(n in p for n in numbers) for p in [q.message for q in tpu.problems]), tpu.problems
 
 
 @pytest.mark.parametrize("snapshot", TPU_SNAPSHOTS, ids=lambda p: p.name)

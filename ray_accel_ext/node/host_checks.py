@@ -1,0 +1,98 @@
+"""What no backend can report, checked on the host during discovery (on its own thread): entry
+directories that cannot be listed, PCI functions that cannot be reached or whose vendor id is
+unreadable, directories or special files the backends met, and extra SKU files that were skipped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import HostReadError
+from ..host import Host
+from ..hw.pci import PCI_DEVICES
+from ..hw.pci_index import pci_index
+from ..model import Problem
+from ..problems import FILE_UNREADABLE, SKU_FILE
+
+__all__ = ["host_problems", "access_problems", "sku_file_problems"]
+
+_HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,6}")
+# Directories the backends' detect() start from. detect() never raises, so one that exists but
+# cannot be listed (mode 000, a symlink loop) would read as "no accelerators, ok"; it is reported.
+_ENTRY_DIRS = ("/sys/bus/pci/devices", "/dev")
+
+
+def host_problems(host: Host) -> list[Problem]:
+    """What no backend can report, since ``detect()`` never raises: an entry directory that cannot
+    be listed, PCI functions that cannot be reached (a directory on their path cannot be searched)
+    and PCI functions whose vendor file is there but unreadable or garbage (a backend skips such a
+    function, so its device would silently not exist)."""
+    out: list[Problem] = []
+    for path in _ENTRY_DIRS:
+        try:
+            host.listdir(path)
+        except HostReadError as exc:
+            out.append(Problem.of(exc, str(exc), backend="host", stage="detect", error=type(exc).__name__))
+    bad: list[str] = []
+    index = pci_index(host)
+    try:
+        names = index.addresses()
+    except HostReadError:
+        names = []
+    if index.summary() is not None:
+        names = []  # the kernel's summary says whose each function is: a backend reads its own
+    for name in names:
+        entry = f"{PCI_DEVICES}/{name}"
+        try:
+            real = host.realpath(entry)
+        except HostReadError as exc:
+            bad.append(f"{name} ({exc.reason})")
+            continue
+        # A dangling link or a function without a vendor file is a device that went away
+        # (hot-unplug, SR-IOV teardown): not counted, not a problem. A vendor file that is there
+        # but unreadable or garbage is.
+        if not host.exists(real):
+            continue
+        try:
+            text = host.read_optional(f"{real}/vendor", max_bytes=64)
+        except HostReadError as exc:
+            bad.append(f"{name} ({exc.reason})")
+            continue
+        if text is not None and not _HEX_ID.fullmatch(text.strip()):
+            bad.append(f"{name} (vendor id {text.strip()[:20]!r})")
+    if bad:
+        out.append(Problem(
+            code=FILE_UNREADABLE, backend="host", stage="detect", error="HostReadError",
+            message=f"{len(bad)} PCI function(s) without a readable vendor id ({', '.join(bad[:4])}"
+                    f"{', ...' if len(bad) > 4 else ''}): devices there are not counted",
+        ))
+    return out
+
+
+def access_problems(host: Host, already: list[Problem]) -> list[Problem]:
+    """Directories some backend or check could not list or search (``FsHost.access_errors``) and
+    special files where a file was read (``FsHost.special_files``): a backend usually reads past
+    them (an optional hint, or "no such device"), so the host names them."""
+    errors = dict(getattr(host, "access_errors", None) or {})
+    special = dict(getattr(host, "special_files", None) or {})
+    said = " ".join(p.message for p in already)
+    out = []
+    for path, reason in sorted(errors.items()):
+        if f"{path}: " not in said:
+            out.append(Problem(code=FILE_UNREADABLE, backend="host", stage="detect", error="HostReadError",
+                               message=f"{path}: {reason}; it cannot be listed or searched, so devices under it are "
+                                       "not counted"))
+    for path, what in sorted(special.items()):
+        if f"{path}: " not in said:
+            out.append(Problem(code=FILE_UNREADABLE, backend="host", stage="detect", error="HostReadError",
+                               message=f"{path}: {what}"))
+    return out
+
+
+def sku_file_problems() -> list[Problem]:
+    """Extra SKU files that were skipped (bad JSON, a schema error): the node starts on the
+    built-in data and says which file and field (``ray_accel_ext/skus/SCHEMA.md``)."""
+    from .. import skus
+
+    return [Problem(code=SKU_FILE, backend="skus", stage="load", error="SkuFileError", message=line)
+            for line in skus.load_problems()]
