@@ -9,8 +9,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.support.paths import REPO, TESTS
 
 PACKAGE = REPO / "ray_accel_ext"
