@@ -272,7 +272,11 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
                 continue
             attempts.append(_attempt(index, step, None, exc.data.get("reason", "error"), exc.message, now - step_start))
             return None
-        verdict = line.call("claim", choice.claim_key, list(choice.node_ids), line.owner, claim_ttl_s)
+        try:
+            verdict = line.call("claim", choice.claim_key, list(choice.node_ids), line.owner, claim_ttl_s)
+        except BaseException:
+            line.release_quietly(choice.claim_key)  # the call may have run all the same (timed out here)
+            raise
         if verdict == "queued":
             now = time.monotonic()
             if now >= deadline:
