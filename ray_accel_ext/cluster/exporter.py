@@ -6,7 +6,7 @@ domain is reserved" must be set again for as long as it holds, and by one proces
 whichever driver reserved it (Ray exports each process's gauges as separate series, told apart
 by ``WorkerId``). This is a named detached actor (``rayaccel-metrics`` in namespace
 ``rayaccel``, zero CPUs, on the head node, restarted when it dies) whose thread reads
-the node table, the claim registry, the health marks and the placement-group table every
+the node table, the claim registry, the health marks and the held placement groups every
 :func:`ray_accel_ext.telemetry.refresh_interval_s` (5 s at Ray's default 10 s export) and sets
 :func:`ray_accel_ext.telemetry.state_series`. A series whose subject is gone (a dead node) is no
 longer set and leaves the export by Ray's own expiry.
@@ -60,21 +60,23 @@ def _exporter_class():
 
         def refresh(self) -> dict[str, Any]:
             import ray
-            from ray.util import placement_group_table
 
             from ray_accel_ext import telemetry
             from ray_accel_ext.cluster.health import registry_marks
             from ray_accel_ext.cluster.nodes import alive_nodes
             from ray_accel_ext.placement.claims import claims_registry
+            from ray_accel_ext.placement.groups import group_entries
 
             with self._lock:
                 registry = claims_registry()
                 claims_ref, queue_ref = registry.snapshot.remote(), registry.queue.remote()
                 nodes = alive_nodes()
-                pg_table = placement_group_table()
                 health = registry_marks(timeout_s=5.0)
                 claims = ray.get(claims_ref, timeout=30)
                 waiters = len(ray.get(queue_ref, timeout=30))
+                # The held groups only, one read each: the whole table grows with every group
+                # ever made (removed ones stay in it).
+                pg_table = group_entries(c["pg"] for c in claims.values() if c.get("pg"))
                 series = telemetry.state_series(nodes, claims, health, pg_table, waiters, tuple(sorted(self._levels)))
                 self._levels |= {tags["level"] for tags, _ in series["rayaccel_reserved_domains"]}
                 count = telemetry.set_state(series)

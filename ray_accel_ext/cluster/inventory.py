@@ -36,6 +36,7 @@ from ..labels import (
     RACK,
 )
 from ..model import NodeInventory, Problem, reason_line
+from ..placement.groups import UNPLACED
 from ..placement.ranks import rank_domains
 from ..problems import DEGRADED, PROBE_FAILED, START_DEGRADED
 from .nodes import NodeView, node_views
@@ -54,7 +55,6 @@ __all__ = [
 DOMAIN_LABEL = FABRIC_DOMAIN
 RACK_LABEL = RACK
 DISCOVERY_LABEL = DISCOVERY
-_NIL_NODE = {"", "0" * 56, "f" * 56}
 
 
 @dataclass
@@ -245,38 +245,52 @@ def assemble(
     """Build the inventory from ``ray.nodes()``, probe results (dict, or an error string) per
     node id, ``placement_group_table()`` and health marks per node id."""
     health = health or {}
-    nodes: list[ClusterNode] = []
-    for view in node_views(ray_nodes):
-        node_id = view.node_id
-        probe = probes.get(node_id)
-        inventory = None
-        error = None
-        name = view.hostname
-        pcie = None
-        if isinstance(probe, Mapping):
-            pcie = probe.get("pcie") if isinstance(probe.get("pcie"), Mapping) else None
-            try:
-                inventory = NodeInventory.from_dict(probe["inventory"])
-            except Exception as exc:  # noqa: BLE001 - a node from another version: keep its labels
-                error = f"unreadable inventory: {exc}"
-            name = str(probe.get("hostname") or name)
-        elif probe is not None:
-            error = str(probe)
-        labels = dict(view.labels)
-        node = ClusterNode(
-            node_id=node_id,
-            address=view.address,
-            hostname=name,
-            is_head=view.is_head,
-            labels=labels,
-            resources=dict(view.resources),
-            inventory=inventory,
-            probe_error=error,
-            health=dict(health[node_id]) if node_id in health else None,
-            pcie=dict(pcie) if pcie is not None else None,
-        )
-        node.domain_level, node.domain_id = _domain_of(labels, name)
-        nodes.append(node)
+    nodes = [_cluster_node(view, probes.get(view.node_id), health) for view in node_views(ray_nodes)]
+    ranks = _rank_nodes(nodes)
+    domains = _group_domains(nodes, ranks)
+    pgs = _placement_groups(pg_table, nodes, domains, topology_strategies or {})
+    kinds = ("tpu-slice", "nvlink-domain", "ultraserver", "xgmi-hive")
+    ordered = sorted(domains.values(), key=lambda d: (
+        {"fabric": 0, "rack": 1, "host": 2}[d.level], kinds.index(d.kind) if d.kind in kinds else len(kinds), d.id))
+    return ClusterInventory(nodes=nodes, domains=ordered, placement_groups=pgs, gathered_at=time.time(), ray_version=ray_version)
+
+
+def _cluster_node(view: NodeView, probe: Mapping[str, Any] | str | None,
+                  health: Mapping[str, Mapping[str, Any]]) -> ClusterNode:
+    """One node from Ray's view of it, its probe's answer (or error) and its health marks."""
+    inventory = None
+    error = None
+    name = view.hostname
+    pcie = None
+    if isinstance(probe, Mapping):
+        pcie = probe.get("pcie") if isinstance(probe.get("pcie"), Mapping) else None
+        try:
+            inventory = NodeInventory.from_dict(probe["inventory"])
+        except Exception as exc:  # noqa: BLE001 - a node from another version: keep its labels
+            error = f"unreadable inventory: {exc}"
+        name = str(probe.get("hostname") or name)
+    elif probe is not None:
+        error = str(probe)
+    labels = dict(view.labels)
+    node = ClusterNode(
+        node_id=view.node_id,
+        address=view.address,
+        hostname=name,
+        is_head=view.is_head,
+        labels=labels,
+        resources=dict(view.resources),
+        inventory=inventory,
+        probe_error=error,
+        health=dict(health[view.node_id]) if view.node_id in health else None,
+        pcie=dict(pcie) if pcie is not None else None,
+    )
+    node.domain_level, node.domain_id = _domain_of(labels, name)
+    return node
+
+
+def _rank_nodes(nodes: list[ClusterNode]) -> dict[str, dict[str, Any]]:
+    """Each node's ``host_index`` in its fabric domain or rack; sorts ``nodes`` into domain and rank
+    order; the ranks per level and domain id."""
     ranks = {}
     for level, key in (("fabric", DOMAIN_LABEL), ("rack", RACK_LABEL)):
         members = [NodeView(n.node_id, n.labels, n.resources, n.address, n.hostname) for n in nodes if n.domain_level == level]
@@ -285,7 +299,11 @@ def assemble(
         domain_ranks = ranks.get(node.domain_level, {}).get(node.domain_id)
         node.host_index = domain_ranks.index_of(node.node_id) if domain_ranks else 0
     nodes.sort(key=lambda n: (n.domain_level, n.domain_id, n.host_index or 0, n.hostname, n.node_id))
+    return ranks
 
+
+def _group_domains(nodes: list[ClusterNode], ranks) -> dict[tuple[str, str], Domain]:
+    """The domains of ``nodes`` (in node order), described from their first node."""
     domains: dict[tuple[str, str], Domain] = {}
     for node in nodes:
         key = (node.domain_level, node.domain_id)
@@ -304,41 +322,48 @@ def assemble(
                 rank_source=_rank_source(ranks, node),
             )
         dom.node_ids.append(node.node_id)
+    return domains
 
+
+def _placement_groups(pg_table: Mapping[str, Mapping[str, Any]], nodes: list[ClusterNode],
+                      domains: dict[tuple[str, str], Domain],
+                      topology_strategies: Mapping[str, Mapping[str, str]]) -> list[PlacementGroupInfo]:
+    """The groups not removed, by name, each with the domains its bundles sit in (which also
+    list the group)."""
     by_node = {n.node_id: f"{n.domain_level}:{n.domain_id}" for n in nodes}
     pgs: list[PlacementGroupInfo] = []
     for pg_id, raw in sorted(pg_table.items(), key=lambda kv: (kv[1].get("name") or "", kv[0])):
         state = str(raw.get("state", ""))
         if state == "REMOVED":
             continue
-        bundle_nodes = {int(k): v for k, v in (raw.get("bundles_to_node_id") or {}).items()}
-        bundles = []
-        for index, res in sorted(((int(k), v) for k, v in (raw.get("bundles") or {}).items())):
-            node_id = bundle_nodes.get(index) or ""
-            bundles.append({
-                "index": index,
-                "resources": {k: float(v) for k, v in (res or {}).items()},
-                "node_id": None if node_id in _NIL_NODE else node_id,
-            })
+        bundles = _bundles(raw)
         occupied = sorted({by_node[b["node_id"]] for b in bundles if b["node_id"] in by_node})
-        info = PlacementGroupInfo(
+        pgs.append(PlacementGroupInfo(
             pg_id=pg_id,
             name=str(raw.get("name") or ""),
             state=state,
             strategy=str(raw.get("strategy", "")),
             bundles=bundles,
             domains=occupied,
-            topology_strategy=dict((topology_strategies or {}).get(pg_id) or {}) or None,
-        )
-        pgs.append(info)
+            topology_strategy=dict(topology_strategies.get(pg_id) or {}) or None,
+        ))
         for key in occupied:
             level, _, did = key.partition(":")
             domains[(level, did)].placement_groups.append(pg_id)
+    return pgs
 
-    kinds = ("tpu-slice", "nvlink-domain", "ultraserver", "xgmi-hive")
-    ordered = sorted(domains.values(), key=lambda d: (
-        {"fabric": 0, "rack": 1, "host": 2}[d.level], kinds.index(d.kind) if d.kind in kinds else len(kinds), d.id))
-    return ClusterInventory(nodes=nodes, domains=ordered, placement_groups=pgs, gathered_at=time.time(), ray_version=ray_version)
+
+def _bundles(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+    bundle_nodes = {int(k): v for k, v in (raw.get("bundles_to_node_id") or {}).items()}
+    out = []
+    for index, res in sorted(((int(k), v) for k, v in (raw.get("bundles") or {}).items())):
+        node_id = bundle_nodes.get(index) or ""
+        out.append({
+            "index": index,
+            "resources": {k: float(v) for k, v in (res or {}).items()},
+            "node_id": None if node_id in UNPLACED else node_id,
+        })
+    return out
 
 
 def _rank_source(ranks, node: ClusterNode) -> str | None:

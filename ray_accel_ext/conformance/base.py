@@ -16,18 +16,15 @@ Every assertion message names the backend and the snapshot and says what to fix.
 
 from __future__ import annotations
 
-from .base_description import BaseDescriptionTests
-from .base_detection import BaseDetectionTests
-from .base_registration import BaseRegistrationTests
-from .base_runtime import BaseAdapterTests, BaseLiveRayTests, BaseVisibilityTests
+# The package's list names the suite's classes once (it exports them lazily, from here).
+from . import __all__ as _SUITE
+from .base_description import BaseDescriptionTests as BaseDescriptionTests
+from .base_detection import BaseDetectionTests as BaseDetectionTests
+from .base_registration import BaseRegistrationTests as BaseRegistrationTests
+from .base_runtime import BaseAdapterTests as BaseAdapterTests
+from .base_runtime import BaseLiveRayTests as BaseLiveRayTests
+from .base_runtime import BaseVisibilityTests as BaseVisibilityTests
 
-__all__ = [
-    "BaseRegistrationTests",
-    "BaseDetectionTests",
-    "BaseDescriptionTests",
-    "BaseAdapterTests",
-    "BaseVisibilityTests",
-    "BaseLiveRayTests",
-]
+__all__ = list(_SUITE)
 
 

@@ -6,7 +6,7 @@ Selectors follow Ray 2.60's semantics (``reference/ray-2.60.md`` section 6).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..cluster.nodes import NodeView, node_views
@@ -115,112 +115,133 @@ def choose_domain(
     (retrying cannot help), and :class:`NoDomainAvailable` with ``retryable=True`` when fitting
     domains exist but are all busy.
     """
-    key = request.key
-    compiled = _compile(request.selector)
-    busy_domains = set(busy_domains)
-    busy_nodes = set(busy_nodes)
-    exclude = set(exclude)
+    groups = _Groups.of(node_views(nodes), request.key, _compile(request.selector))
+    scan = _Scan.of(groups, request, set(busy_domains), set(busy_nodes), set(exclude))
+    if scan.best is None:
+        raise _no_domain(request, groups, scan)
+    value = scan.best[1]
+    members = groups.members[value]
+    selector = {request.key: value, **request.selector}
+    first = members[0].labels
+    return DomainChoice(
+        level=request.level,
+        key=request.key,
+        domain=value,
+        node_ids=tuple(m.node_id for m in members),
+        bundles=tuple(dict(b) for b in scan.bundles),
+        strategy="STRICT_SPREAD" if request.hosts is not None or request.bundles is None else request.node_strategy,
+        selectors=tuple(dict(selector) for _ in scan.bundles),
+        generation=first.get(GENERATION),
+        topology=first.get(FABRIC_TOPOLOGY) or first.get(TPU_TOPOLOGY),
+    )
 
-    groups: dict[str, list[NodeView]] = {}
-    expected: dict[str, int] = {}
-    seen_domains: set[str] = set()
-    total = matching = 0
-    for node in node_views(nodes):
-        total += 1
-        value = node.labels.get(key)
-        if not value:
-            continue
-        seen_domains.add(value)
-        if not _match(node.labels, compiled):
-            continue
-        matching += 1
-        groups.setdefault(value, []).append(node)
-        hosts = node.labels.get(HOSTS_LABEL, "")
-        if hosts.isdigit():
-            expected[value] = max(expected.get(value, 0), int(hosts))
+
+@dataclass
+class _Groups:
+    """The matching nodes of an inventory by domain, with what the counts of the error need."""
+
+    members: dict[str, list[NodeView]] = field(default_factory=dict)
+    expected: dict[str, int] = field(default_factory=dict)
+    seen_domains: set[str] = field(default_factory=set)
+    total: int = 0
+    matching: int = 0
+
+    @classmethod
+    def of(cls, views: Iterable[NodeView], key: str, compiled) -> "_Groups":
+        out = cls()
+        for node in views:
+            out.total += 1
+            value = node.labels.get(key)
+            if not value:
+                continue
+            out.seen_domains.add(value)
+            if not _match(node.labels, compiled):
+                continue
+            out.matching += 1
+            out.members.setdefault(value, []).append(node)
+            hosts = node.labels.get(HOSTS_LABEL, "")
+            if hosts.isdigit():
+                out.expected[value] = max(out.expected.get(value, 0), int(hosts))
+        return out
+
+
+def _bundles_for(request: DomainRequest, members: list[NodeView]) -> tuple[tuple[Mapping[str, float], ...], bool]:
+    """The bundles ``request`` asks of a domain with ``members``, and whether each needs its own node."""
+    if request.bundles is not None:
+        return request.bundles, request.node_strategy == "STRICT_SPREAD"
+    if request.hosts is not None:
+        return (dict(request.bundle) if request.bundle else _min_bundle(members),) * request.hosts, True
+    return tuple(dict(request.bundle) if request.bundle else _default_bundle(m) for m in members), True
+
+
+@dataclass
+class _Scan:
+    """Every matching domain sorted into the best free fit, busy, tried and incomplete ones."""
 
     best: tuple[int, str] | None = None
-    best_bundles: tuple[Mapping[str, float], ...] = ()
-    fitting_busy: list[str] = []
-    fitting_tried: list[str] = []
-    incomplete: list[str] = []
-    largest = 0
-    for value, members in groups.items():
-        largest = max(largest, len(members))
-        if request.complete and len(members) < expected.get(value, 0):
-            incomplete.append(value)
-            continue
-        if request.bundles is not None:
-            bundles = request.bundles
-            distinct = request.node_strategy == "STRICT_SPREAD"
-        elif request.hosts is not None:
-            bundles = (dict(request.bundle) if request.bundle else _min_bundle(members),) * request.hosts
-            distinct = True
-        else:
-            bundles = tuple(dict(request.bundle) if request.bundle else _default_bundle(m) for m in members)
-            distinct = True
-        if not _place_bundles(members, bundles, distinct):
-            continue
-        claim = f"{key}={value}"
-        if claim in exclude:
-            fitting_tried.append(value)
-            continue
-        if claim in busy_domains or any(m.node_id in busy_nodes for m in members):
-            fitting_busy.append(value)
-            continue
-        rank = (len(members), value)
-        if best is None or rank < best:
-            best, best_bundles = rank, bundles
+    bundles: tuple[Mapping[str, float], ...] = ()
+    busy: list[str] = field(default_factory=list)
+    tried: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+    largest: int = 0
 
-    if best is not None:
-        value = best[1]
-        members = groups[value]
-        selector = {key: value, **request.selector}
-        first = members[0].labels
-        return DomainChoice(
-            level=request.level,
-            key=key,
-            domain=value,
-            node_ids=tuple(m.node_id for m in members),
-            bundles=tuple(dict(b) for b in best_bundles),
-            strategy="STRICT_SPREAD" if request.hosts is not None or request.bundles is None else request.node_strategy,
-            selectors=tuple(dict(selector) for _ in best_bundles),
-            generation=first.get(GENERATION),
-            topology=first.get(FABRIC_TOPOLOGY) or first.get(TPU_TOPOLOGY),
-        )
+    @classmethod
+    def of(cls, groups: _Groups, request: DomainRequest, busy_domains: set[str], busy_nodes: set[str],
+           exclude: set[str]) -> "_Scan":
+        out = cls()
+        for value, members in groups.members.items():
+            out.largest = max(out.largest, len(members))
+            if request.complete and len(members) < groups.expected.get(value, 0):
+                out.incomplete.append(value)
+                continue
+            bundles, distinct = _bundles_for(request, members)
+            if not _place_bundles(members, bundles, distinct):
+                continue
+            claim = f"{request.key}={value}"
+            if claim in exclude:
+                out.tried.append(value)
+            elif claim in busy_domains or any(m.node_id in busy_nodes for m in members):
+                out.busy.append(value)
+            elif out.best is None or (len(members), value) < out.best:
+                out.best, out.bundles = (len(members), value), bundles
+        return out
 
+
+def _no_domain(request: DomainRequest, groups: _Groups, scan: _Scan) -> Exception:
+    """Why no domain was chosen, as the error :func:`choose_domain` raises."""
+    key = request.key
     facts = {
         "level": request.level,
         "label_key": key,
-        "nodes": total,
-        "matching_nodes": matching,
-        "domains_seen": len(seen_domains),
-        "matching_domains": len(groups),
-        "largest_matching_domain_hosts": largest,
-        "busy": sorted(fitting_busy),
-        "tried": sorted(fitting_tried),
-        "incomplete": sorted(incomplete),
+        "nodes": groups.total,
+        "matching_nodes": groups.matching,
+        "domains_seen": len(groups.seen_domains),
+        "matching_domains": len(groups.members),
+        "largest_matching_domain_hosts": scan.largest,
+        "busy": sorted(scan.busy),
+        "tried": sorted(scan.tried),
+        "incomplete": sorted(scan.incomplete),
     }
-    if fitting_busy:
-        raise NoDomainAvailable(
-            f"{request.label()}: all {len(fitting_busy)} fitting domain(s) are held by other requests",
+    if scan.busy:
+        return NoDomainAvailable(
+            f"{request.label()}: all {len(scan.busy)} fitting domain(s) are held by other requests",
             reason="busy", retryable=True, **facts,
         )
-    if fitting_tried:
-        raise NoDomainAvailable(
+    if scan.tried:
+        return NoDomainAvailable(
             f"{request.label()}: every fitting domain was tried and did not become ready",
             reason="tried", retryable=False, **facts,
         )
-    if not groups:
-        why = f"no node has label {key}" if not seen_domains else f"no node with {key} matches {request.selector}"
-        raise WouldSplitDomain(f"{request.label()}: {why}", reason="no-match", retryable=False, **facts)
-    if incomplete and len(incomplete) == len(groups):
-        raise WouldSplitDomain(
+    if not groups.members:
+        why = f"no node has label {key}" if not groups.seen_domains else f"no node with {key} matches {request.selector}"
+        return WouldSplitDomain(f"{request.label()}: {why}", reason="no-match", retryable=False, **facts)
+    if scan.incomplete and len(scan.incomplete) == len(groups.members):
+        return WouldSplitDomain(
             f"{request.label()}: every matching domain is incomplete (fewer alive nodes than {HOSTS_LABEL})",
             reason="incomplete", retryable=False, **facts,
         )
-    raise WouldSplitDomain(
-        f"{request.label()}: larger than any domain (largest matching {key} has {largest} host(s))",
+    return WouldSplitDomain(
+        f"{request.label()}: larger than any domain (largest matching {key} has {scan.largest} host(s))",
         reason="too-large", retryable=False, **facts,
     )
 

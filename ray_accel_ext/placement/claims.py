@@ -15,14 +15,23 @@ never held twice, whatever the moment of the restart.
 first call and the caller presents it again on every later one, so a restarted registry learns
 the same order back within one poll. A claim of a domain that an older live waiter could use is
 refused with ``"queued"``; a waiter that has not polled for its ``ttl_s`` has left the line.
+Between polls a caller waits in ``changed(version)``, which returns as soon as a claim or a
+place in the line is given back, so a freed domain reaches the line at once.
+
+**The cost follows the claims held, not the cluster's history.** Ray keeps removed groups in its
+table; the registry reads the whole table only when it starts (to rebuild), and otherwise reads
+the one group of each claim it holds (:mod:`.groups`), at most once a second.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
 from typing import Any
+
+from .groups import UNPLACED, group_entry
 
 __all__ = [
     "CLAIMS_ACTOR",
@@ -38,7 +47,6 @@ __all__ = [
 CLAIMS_ACTOR = "rayaccel-domain-claims"
 CLAIMS_NAMESPACE = "rayaccel"
 CLAIM_MARK = "#rayaccel-claim:"
-_NIL_NODE = {"", "0" * 56, "f" * 56}
 
 
 def claim_pg_name(name: str, owner: str, claim_key: str) -> str:
@@ -55,6 +63,203 @@ def parse_claim_pg_name(pg_name: str) -> tuple[str, str] | None:
     return owner, key
 
 
+class _DomainClaims:
+    """Which domains (and nodes) are held, by whom, and who waits; one per cluster.
+
+    An asyncio actor: the methods other than :meth:`changed` are plain functions Ray runs on the
+    actor's event loop one at a time, so each acts on the claims as one step; :meth:`changed`
+    waits on the loop for the next time something is given back.
+    """
+
+    def __init__(self) -> None:
+        self._claims: dict[str, dict[str, Any]] = {}
+        self._waiters: dict[str, dict[str, Any]] = {}
+        self._last_gc = 0.0
+        self._changes = 0
+        self._freed = asyncio.Event()
+        self.incarnation = uuid.uuid4().hex
+        self.rebuilt = self._rebuild(*_read_table_and_nodes())
+
+    # -- rebuilding from Ray's placement-group table (the one read of the whole table) -----------
+
+    def _rebuild(self, table: dict[str, Any], nodes: list[Any]) -> int:
+        # A CREATED group wins over a PENDING one naming the same domain (one of two owners
+        # racing across a restart; the other's attach fails).
+        rank = {"CREATED": 0, "RESCHEDULING": 1, "PENDING": 2}
+        for pg_hex, entry in sorted(table.items(), key=lambda kv: rank.get(kv[1].get("state"), 3)):
+            parsed = parse_claim_pg_name(str(entry.get("name") or ""))
+            if entry.get("state") in (None, "REMOVED") or parsed is None or parsed[1] in self._claims:
+                continue
+            owner, key = parsed
+            label_key, _, value = key.partition("=")
+            members = {n.node_id for n in nodes if n.labels.get(label_key) == value}
+            members |= {n for n in (entry.get("bundles_to_node_id") or {}).values() if n not in UNPLACED}
+            self._claims[key] = _entry(owner, members, 0.0, pg=pg_hex, rebuilt=True)
+        return len(self._claims)
+
+    # -- what was given back, and who waits for it ---------------------------------------------------
+
+    def _version(self) -> str:
+        return f"{self.incarnation}/{self._changes}"
+
+    def _gave_back(self) -> None:
+        """A claim or a place in the line went away: wake every caller in :meth:`changed`."""
+        self._changes += 1
+        self._freed.set()
+        self._freed = asyncio.Event()
+
+    async def changed(self, version: str, timeout_s: float) -> str:
+        """Return when something was given back since ``version`` (from :meth:`look`), or after
+        ``timeout_s``; the version now."""
+        if version == self._version() and timeout_s > 0:
+            try:
+                await asyncio.wait_for(self._freed.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                pass
+        return self._version()
+
+    # -- claims -----------------------------------------------------------------------------------
+
+    def _gc(self, every_s: float = 1.0) -> None:
+        """Drop claims whose group is gone (its driver died) or never came (past the TTL)."""
+        now = time.time()
+        if now - self._last_gc < every_s:
+            return
+        self._last_gc = now
+        for key, entry in list(self._claims.items()):
+            if self._gone(entry):
+                del self._claims[key]
+                self._gave_back()
+
+    @staticmethod
+    def _gone(entry: dict[str, Any]) -> bool:
+        """Whether a claim's group is removed or unknown to Ray (one read of that group), or a
+        claim without a group is past its TTL."""
+        if entry.get("pg") is None:
+            return time.time() - entry["since"] > entry["ttl_s"]
+        try:
+            state = group_entry(entry["pg"]).get("state")
+        except Exception:  # noqa: BLE001 - GCS hiccup: keep the claim
+            return False
+        return state in (None, "REMOVED")
+
+    def _conflict(self, key: str, nodes: set[str], owner: str) -> bool:
+        for other_key, entry in list(self._claims.items()):
+            if other_key == key or nodes & set(entry["nodes"]):
+                if entry["owner"] == owner:
+                    continue
+                if self._gone(entry):
+                    del self._claims[other_key]
+                    self._gave_back()
+                    continue
+                return True
+        return False
+
+    def _promised(self, key: str, owner: str) -> bool:
+        """Whether an older live waiter than ``owner`` could use ``key``."""
+        self._expire_waiters()
+        mine = self._waiters.get(owner, {}).get("ticket", float("inf"))
+        return any(w["ticket"] < mine and key in w["candidates"] for o, w in self._waiters.items() if o != owner)
+
+    def claim(self, key: str, node_ids: list[str], owner: str, ttl_s: float) -> str:
+        """``"ok"``, ``"held"`` (by another owner) or ``"queued"`` (promised to an older waiter)."""
+        if self._conflict(key, set(node_ids), owner):
+            return "held"
+        current = self._claims.get(key)
+        if current is None or current["owner"] != owner:
+            if self._promised(key, owner):
+                return "queued"
+            self._claims[key] = _entry(owner, node_ids, ttl_s)
+        elif current["pg"] is None:  # a lease (no group holds the domain): renewing restarts its TTL
+            current["since"], current["ttl_s"] = time.time(), ttl_s
+        self.leave(owner)
+        return "ok"
+
+    def attach(self, key: str, owner: str, pg_hex: str, node_ids: list[str] | None = None) -> bool:
+        """Record ``owner``'s group for its claim; claims again when a restart lost the claim
+        and the domain is still free. False: someone else holds it now."""
+        entry = self._claims.get(key)
+        if entry is None:
+            if node_ids is None or self._conflict(key, set(node_ids), owner):
+                return False
+            entry = self._claims[key] = _entry(owner, node_ids, 0.0)
+        if entry["owner"] != owner:
+            return False
+        entry["pg"] = pg_hex
+        return True
+
+    def release(self, key: str, owner: str) -> bool:
+        entry = self._claims.get(key)
+        if entry is None or entry["owner"] != owner:
+            return False
+        del self._claims[key]
+        self._gave_back()
+        return True
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        self._gc()
+        return {k: dict(v) for k, v in self._claims.items()}
+
+    def look(self) -> dict[str, Any]:
+        """:meth:`snapshot` and the version to pass to :meth:`changed`."""
+        claims = self.snapshot()
+        return {"claims": claims, "version": self._version()}
+
+    # -- the line of waiting callers -----------------------------------------------------------------
+
+    def _expire_waiters(self) -> None:
+        now = time.monotonic()
+        for owner, w in list(self._waiters.items()):
+            if now - w["seen"] > w["ttl_s"]:
+                self.leave(owner)
+
+    def wait_in_line(self, owner: str, candidates: list[str], ticket: float | None, ttl_s: float) -> float:
+        """Join (or stay in) the line wanting ``candidates``; returns the caller's ticket."""
+        self._expire_waiters()
+        w = self._waiters.get(owner)
+        if w is None:
+            w = self._waiters[owner] = {"ticket": float(ticket) if ticket is not None else time.time()}
+        w.update(candidates=set(candidates), seen=time.monotonic(), ttl_s=float(ttl_s))
+        return w["ticket"]
+
+    def leave(self, owner: str) -> None:
+        if self._waiters.pop(owner, None) is not None:
+            self._gave_back()  # what it was promised is free for the next in line
+
+    def queue(self) -> list[dict[str, Any]]:
+        """Live waiters, oldest ticket first."""
+        self._expire_waiters()
+        return [{"owner": o, "ticket": w["ticket"], "candidates": sorted(w["candidates"])}
+                for o, w in sorted(self._waiters.items(), key=lambda kv: kv[1]["ticket"])]
+
+    def info(self) -> dict[str, Any]:
+        """How many claims this incarnation rebuilt, what it holds, and whether it is a restart."""
+        import ray
+
+        return {"rebuilt": self.rebuilt, "claims": len(self._claims), "waiters": len(self._waiters),
+                "incarnation": self.incarnation,
+                "restarted": ray.get_runtime_context().was_current_actor_reconstructed}
+
+
+def _entry(owner: str, node_ids, ttl_s: float, pg: str | None = None, rebuilt: bool = False) -> dict[str, Any]:
+    return {"owner": owner, "nodes": sorted(set(node_ids)), "pg": pg, "since": time.time(), "ttl_s": ttl_s,
+            "rebuilt": rebuilt}
+
+
+def _read_table_and_nodes() -> tuple[dict[str, Any], list[Any]]:
+    """Ray's whole placement-group table and the alive nodes, retried over a GCS hiccup."""
+    from ray.util import placement_group_table
+
+    from ..cluster.nodes import alive_nodes
+
+    for attempt in range(4):
+        try:
+            return placement_group_table(), alive_nodes()
+        except Exception:  # noqa: BLE001 - GCS hiccup: try again, then fail the start
+            time.sleep(0.5 * (attempt + 1))
+    return placement_group_table(), alive_nodes()
+
+
 def _claims_actor_class():
     import ray
 
@@ -63,180 +268,8 @@ def _claims_actor_class():
     # On the head node (the cluster lives and dies with it; a tray that fails does not take the
     # registry along). max_task_retries: a call in flight when the actor dies runs again on the
     # restarted one; every method is idempotent for its owner.
-    @ray.remote(num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_restarts=-1, max_task_retries=-1)
-    class DomainClaims:
-        """Which domains (and nodes) are held, by whom, and who waits; one per cluster."""
-
-        def __init__(self) -> None:
-            self._claims: dict[str, dict[str, Any]] = {}
-            self._waiters: dict[str, dict[str, Any]] = {}
-            self._last_gc = 0.0
-            self.incarnation = uuid.uuid4().hex
-            self.rebuilt = self._rebuild()
-
-        # -- rebuilding from Ray's placement-group table -----------------------------------------
-
-        def _rebuild(self) -> int:
-            from ray.util import placement_group_table
-
-            from ray_accel_ext.cluster.nodes import alive_nodes
-
-            table, nodes = None, []
-            for attempt in range(5):
-                try:
-                    table, nodes = placement_group_table(), alive_nodes()
-                    break
-                except Exception:  # noqa: BLE001 - GCS hiccup: try again, then fail the start
-                    if attempt == 4:
-                        raise
-                    time.sleep(0.5 * (attempt + 1))
-            # A CREATED group wins over a PENDING one naming the same domain (one of two owners
-            # racing across a restart; the other's attach fails).
-            rank = {"CREATED": 0, "RESCHEDULING": 1, "PENDING": 2}
-            for pg_hex, entry in sorted(table.items(), key=lambda kv: rank.get(kv[1].get("state"), 3)):
-                if entry.get("state") in (None, "REMOVED"):
-                    continue
-                parsed = parse_claim_pg_name(str(entry.get("name") or ""))
-                if parsed is None:
-                    continue
-                owner, key = parsed
-                if key in self._claims:
-                    continue
-                label_key, _, value = key.partition("=")
-                members = {n.node_id for n in nodes if n.labels.get(label_key) == value}
-                members |= {n for n in (entry.get("bundles_to_node_id") or {}).values() if n not in _NIL_NODE}
-                self._claims[key] = {"owner": owner, "nodes": sorted(members), "pg": pg_hex, "since": time.time(),
-                                     "ttl_s": 0.0, "rebuilt": True}
-            return len(self._claims)
-
-        # -- claims -------------------------------------------------------------------------------
-
-        def _gc(self, every_s: float = 1.0) -> None:
-            """Drop claims whose group is gone (its driver died) or never came (past the TTL)."""
-            now = time.time()
-            if now - self._last_gc < every_s:
-                return
-            self._last_gc = now
-            from ray.util import placement_group_table
-
-            try:
-                table = placement_group_table()
-            except Exception:  # noqa: BLE001 - GCS hiccup: keep every claim
-                return
-            for key, entry in list(self._claims.items()):
-                if self._gone(entry, table):
-                    del self._claims[key]
-
-        @staticmethod
-        def _gone(entry: dict[str, Any], table: dict[str, Any]) -> bool:
-            pg_hex = entry.get("pg")
-            if pg_hex is None:
-                return time.time() - entry["since"] > entry["ttl_s"]
-            return table.get(pg_hex, {}).get("state") in (None, "REMOVED")
-
-        def _stale(self, entry: dict[str, Any]) -> bool:
-            if entry.get("pg") is None:
-                return self._gone(entry, {})
-            from ray.util import placement_group_table
-
-            try:
-                table = placement_group_table()
-            except Exception:  # noqa: BLE001 - GCS hiccup: keep the claim
-                return False
-            return self._gone(entry, table)
-
-        def _conflict(self, key: str, nodes: set[str], owner: str) -> bool:
-            for other_key, entry in list(self._claims.items()):
-                if other_key == key or nodes & set(entry["nodes"]):
-                    if entry["owner"] == owner:
-                        continue
-                    if self._stale(entry):
-                        del self._claims[other_key]
-                        continue
-                    return True
-            return False
-
-        def _promised(self, key: str, owner: str) -> bool:
-            """Whether an older live waiter than ``owner`` could use ``key``."""
-            self._expire_waiters()
-            mine = self._waiters.get(owner, {}).get("ticket", float("inf"))
-            return any(w["ticket"] < mine and key in w["candidates"] for o, w in self._waiters.items() if o != owner)
-
-        def claim(self, key: str, node_ids: list[str], owner: str, ttl_s: float) -> str:
-            """``"ok"``, ``"held"`` (by another owner) or ``"queued"`` (promised to an older waiter)."""
-            if self._conflict(key, set(node_ids), owner):
-                return "held"
-            current = self._claims.get(key)
-            if current is None or current["owner"] != owner:
-                if self._promised(key, owner):
-                    return "queued"
-                self._claims[key] = {"owner": owner, "nodes": sorted(set(node_ids)), "pg": None, "since": time.time(),
-                                     "ttl_s": ttl_s, "rebuilt": False}
-            elif current["pg"] is None:  # a lease (no group holds the domain): renewing restarts its TTL
-                current["since"], current["ttl_s"] = time.time(), ttl_s
-            self._waiters.pop(owner, None)
-            return "ok"
-
-        def attach(self, key: str, owner: str, pg_hex: str, node_ids: list[str] | None = None) -> bool:
-            """Record ``owner``'s group for its claim; claims again when a restart lost the claim
-            and the domain is still free. False: someone else holds it now."""
-            entry = self._claims.get(key)
-            if entry is None:
-                if node_ids is None or self._conflict(key, set(node_ids), owner):
-                    return False
-                entry = self._claims[key] = {"owner": owner, "nodes": sorted(set(node_ids)), "pg": None,
-                                             "since": time.time(), "ttl_s": 0.0, "rebuilt": False}
-            if entry["owner"] != owner:
-                return False
-            entry["pg"] = pg_hex
-            return True
-
-        def release(self, key: str, owner: str) -> bool:
-            entry = self._claims.get(key)
-            if entry is None or entry["owner"] != owner:
-                return False
-            del self._claims[key]
-            return True
-
-        def snapshot(self) -> dict[str, dict[str, Any]]:
-            self._gc()
-            return {k: dict(v) for k, v in self._claims.items()}
-
-        # -- the line of waiting callers -------------------------------------------------------------
-
-        def _expire_waiters(self) -> None:
-            now = time.monotonic()
-            for owner, w in list(self._waiters.items()):
-                if now - w["seen"] > w["ttl_s"]:
-                    del self._waiters[owner]
-
-        def wait_in_line(self, owner: str, candidates: list[str], ticket: float | None, ttl_s: float) -> float:
-            """Join (or stay in) the line wanting ``candidates``; returns the caller's ticket."""
-            self._expire_waiters()
-            w = self._waiters.get(owner)
-            if w is None:
-                w = self._waiters[owner] = {"ticket": float(ticket) if ticket is not None else time.time()}
-            w.update(candidates=set(candidates), seen=time.monotonic(), ttl_s=float(ttl_s))
-            return w["ticket"]
-
-        def leave(self, owner: str) -> None:
-            self._waiters.pop(owner, None)
-
-        def queue(self) -> list[dict[str, Any]]:
-            """Live waiters, oldest ticket first."""
-            self._expire_waiters()
-            return [{"owner": o, "ticket": w["ticket"], "candidates": sorted(w["candidates"])}
-                    for o, w in sorted(self._waiters.items(), key=lambda kv: kv[1]["ticket"])]
-
-        def info(self) -> dict[str, Any]:
-            """How many claims this incarnation rebuilt, what it holds, and whether it is a restart."""
-            import ray
-
-            return {"rebuilt": self.rebuilt, "claims": len(self._claims), "waiters": len(self._waiters),
-                    "incarnation": self.incarnation,
-                    "restarted": ray.get_runtime_context().was_current_actor_reconstructed}
-
-    return DomainClaims
+    return ray.remote(num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_restarts=-1,
+                      max_task_retries=-1)(_DomainClaims)
 
 
 _claims_lock = threading.Lock()

@@ -196,7 +196,7 @@ def _create_pg(choice: DomainChoice, name: str, topology: bool):
 
 def reserve(
     *steps: DomainRequest,
-    poll_s: float = 0.2,
+    poll_s: float = 1.0,
     name: str = "",
     topology_strategy: bool | None = None,
     claim_ttl_s: float = 120.0,
@@ -213,6 +213,8 @@ def reserve(
     also pass Ray's experimental ``topology_strategy`` (default: on the tested Ray range only;
     ``True`` outside it raises :class:`~ray_accel_ext.errors.RayVersionError`).
     ``registry_timeout_s`` bounds each call to the claim registry (it restarts after a failure).
+    ``poll_s``: the longest a waiting caller goes without looking at the cluster again (new nodes);
+    a domain given back to the registry wakes it at once.
     """
     if not steps:
         raise ValueError("reserve() needs at least one DomainRequest")
@@ -258,7 +260,7 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
     tried: set[str] = set()
     while True:
         inventory = read_inventory()
-        held = line.call("snapshot")
+        held = line.look()
         busy_nodes = {n for entry in held.values() for n in entry["nodes"]}
         try:
             choice = choose_domain(inventory, step, busy_domains=held, busy_nodes=busy_nodes, exclude=tried)
@@ -266,11 +268,15 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
             now = time.monotonic()
             if exc.data.get("retryable") and now < deadline:
                 line.wait([f"{step.key}={v}" for v in exc.data.get("busy", ())])
-                time.sleep(min(poll_s, deadline - now))
+                line.pause(min(poll_s, deadline - now))
                 continue
             attempts.append(_attempt(index, step, None, exc.data.get("reason", "error"), exc.message, now - step_start))
             return None
-        verdict = line.call("claim", choice.claim_key, list(choice.node_ids), line.owner, claim_ttl_s)
+        try:
+            verdict = line.call("claim", choice.claim_key, list(choice.node_ids), line.owner, claim_ttl_s)
+        except BaseException:
+            line.release_quietly(choice.claim_key)  # the call may have run all the same (timed out here)
+            raise
         if verdict == "queued":
             now = time.monotonic()
             if now >= deadline:
@@ -278,7 +284,7 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
                                          "that waited longer", now - step_start))
                 return None
             line.wait([choice.claim_key, *held])
-            time.sleep(min(poll_s, deadline - now))
+            line.pause(min(poll_s, deadline - now))
             continue
         if verdict != "ok":
             continue  # lost a race for this domain; look again
@@ -323,11 +329,22 @@ class _Line:
     def __init__(self, registry, owner: str, timeout_s: float, waiter_ttl_s: float) -> None:
         self.registry, self.owner, self.timeout_s, self.waiter_ttl_s = registry, owner, timeout_s, waiter_ttl_s
         self.ticket: float | None = None
+        self.version = ""
 
-    def call(self, method: str, *args: Any) -> Any:
+    def call(self, method: str, *args: Any, wait_s: float = 0.0) -> Any:
         import ray
 
-        return ray.get(getattr(self.registry, method).remote(*args), timeout=self.timeout_s)
+        return ray.get(getattr(self.registry, method).remote(*args), timeout=self.timeout_s + wait_s)
+
+    def look(self) -> dict[str, dict[str, Any]]:
+        """The claims held now (the registry drops stale ones first)."""
+        state = self.call("look")
+        self.version = state["version"]
+        return state["claims"]
+
+    def pause(self, seconds: float) -> None:
+        """Wait until the registry is given something back since :meth:`look`, or ``seconds``."""
+        self.call("changed", self.version, seconds, wait_s=seconds)
 
     def wait(self, candidates) -> None:
         self.ticket = self.call("wait_in_line", self.owner, sorted(set(candidates)), self.ticket, self.waiter_ttl_s)

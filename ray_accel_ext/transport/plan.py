@@ -188,8 +188,17 @@ def plan_transport(
     """
     if not domains or not any(d.hosts for d in domains):
         raise TransportPlanError("nothing to plan: no reserved hosts")
-    ports = {**DEFAULT_PORTS, **(ports or {})}
     warnings: list[str] = []
+    ordered, domain_plans = _order_hosts(domains, warnings)
+    layout = [(domain, view, _split(view, units_per_rank)) for domain, view in ordered]
+    ctx = _context(layout, domain_plans, {**DEFAULT_PORTS, **(ports or {})})
+    ranks, hosts, libraries = _plan_ranks(layout, ctx, warnings)
+    views_by_node = {view.node_id: view for _, view, _ in layout}
+    return TransportPlan(ranks, hosts, domain_plans, views_by_node, ctx, libraries, warnings, units_per_rank)
+
+
+def _order_hosts(domains: Sequence[ReservedDomain], warnings: list[str]) -> tuple[list[tuple[int, HostView]], list[DomainPlan]]:
+    """Every reserved host as ``(domain index, view)`` in topology order, and each domain's plan."""
     seen: set[str] = set()
     order_cache: dict = {}
     ordered: list[tuple[int, HostView]] = []
@@ -210,8 +219,11 @@ def plan_transport(
         if kind == "tpu-slice" and len(domains) > 1 and len(views) < fabric_hosts:
             warnings.append(f"domain {dom.domain}: {len(views)} of the slice's {fabric_hosts} hosts are reserved; "
                             "multi-slice needs every host of each slice")
+    return ordered, domain_plans
 
-    layout = [(domain, view, _split(view, units_per_rank)) for domain, view in ordered]
+
+def _context(layout, domain_plans: list[DomainPlan], ports: Mapping[str, int]) -> PlanContext:
+    """The plan-wide facts of ``layout`` (``(domain, view, unit groups)`` per host, in order)."""
     tpu_domains = [d for d in domain_plans if d.kind == "tpu-slice"]
     reserved_in_fabric: dict[str, int] = {}
     for _, view, _ in layout:
@@ -219,7 +231,7 @@ def plan_transport(
     gpu_views = [view for _, view, _ in layout if view.resource == "GPU"]
     multi_node_nvlink = bool(gpu_views) and all(
         v.fabric_kind == "nvlink-domain" and reserved_in_fabric[v.fabric_id] > 1 for v in gpu_views)
-    ctx = PlanContext(
+    return PlanContext(
         world_size=sum(len(groups) for _, _, groups in layout),
         coordinator=layout[0][1].address,
         num_domains=len(domain_plans),
@@ -231,15 +243,16 @@ def plan_transport(
         units_per_rank_csv=",".join(str(len(g)) for _, _, groups in layout for g in groups),
     )
 
+
+def _plan_ranks(layout, ctx: PlanContext, warnings: list[str]) -> tuple[list[RankPlan], list[HostPlan], list[str]]:
+    """Every rank's environment, host by host; the hosts' plans and the libraries used."""
     ranks: list[RankPlan] = []
     hosts: list[HostPlan] = []
     libraries: list[str] = []
-    views_by_node: dict[str, HostView] = {}
     fragments: dict[tuple, dict[str, str]] = {}
     merged: dict[tuple, dict[str, str]] = {}
     actives: dict[tuple, tuple] = {}
     for host_index, (domain, view, groups) in enumerate(layout):
-        views_by_node[view.node_id] = view
         akey = (view.topology, view.fabric_kind, bool(view.socket_ifname))
         hit = actives.get(akey)
         if hit is None:
@@ -269,4 +282,4 @@ def plan_transport(
                 for module in identity:
                     env.update(module.rank_env(view, ctx, rank, local))
             ranks.append(RankPlan(rank, view.node_id, host_index, domain, local, units, env))
-    return TransportPlan(ranks, hosts, domain_plans, views_by_node, ctx, libraries, warnings, units_per_rank)
+    return ranks, hosts, libraries

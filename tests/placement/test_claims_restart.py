@@ -167,3 +167,17 @@ def test_a_claim_lost_with_the_registry_is_reasserted_only_while_free(cluster):
     ray.get(registry.release.remote(key_b, "later"))
     # A's group id is not in Ray's table: the registry drops the claim when it next looks.
     wait_for("the claim without a real group dropped", lambda: claims_snapshot() == {})
+
+
+def test_a_domain_given_back_wakes_the_callers_waiting_for_one(cluster):
+    """A caller waiting in ``changed`` returns as soon as a claim is released, not at its timeout."""
+    node = next(n for n in ray.nodes() if FABRIC in n["Labels"])
+    key = f"{FABRIC}={node['Labels'][FABRIC]}"
+    registry = claims_registry()
+    assert ray.get(registry.claim.remote(key, [node["NodeID"]], "holder", 60.0)) == "ok"
+    version = ray.get(registry.look.remote())["version"]
+    assert ray.get(registry.changed.remote(version, 0.01)) == version  # nothing given back: its timeout
+    waiting = registry.changed.remote(version, 3600.0)
+    assert ray.get(registry.release.remote(key, "holder"))
+    assert ray.get(waiting, timeout=DEADLINE_S) != version
+    assert claims_snapshot() == {}
