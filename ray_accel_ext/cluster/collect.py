@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import ClusterUnreachable
 from .inventory import ClusterInventory, assemble
 from .nodes import alive_nodes
+from .reach import CONNECT_TIMEOUT_S, check_reachable, resolve_address
 
 __all__ = ["InventoryCollector", "gather", "probe_node"]
 
@@ -29,11 +30,12 @@ def probe_node() -> dict[str, Any]:
             "pcie": pcie_paths(host, inventory)}
 
 
-def _ensure_ray(address: str | None):
+def _ensure_ray(address: str | None, connect_timeout_s: float = CONNECT_TIMEOUT_S):
     import ray
 
     if not ray.is_initialized():
-        target = address or os.environ.get("RAY_ADDRESS") or "auto"
+        target = resolve_address(address)
+        check_reachable(target, connect_timeout_s)
         try:
             ray.init(address=target, logging_level="ERROR", log_to_driver=False, namespace="ray_accel_ext")
         except ConnectionError as exc:

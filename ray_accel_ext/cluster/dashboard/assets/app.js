@@ -212,6 +212,10 @@ function renderSummary() {
   const when = state.doc.gathered_at ? new Date(state.doc.gathered_at * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "never";
   $("status").textContent = `Inventory of ${when} (update ${dash.generation || 0}; refreshes every ${dash.refresh_s || 3} s)` +
     (dash.error ? " · last refresh failed: " + dash.error : "");
+  const alert = $("alert");
+  alert.hidden = !dash.error;
+  alert.textContent = !dash.error ? "" : (state.doc.gathered_at ? `The cluster cannot be read now; showing the inventory of ${when}. `
+    : "No Ray cluster could be read, so nothing below describes one. ") + dash.error + ` (tried again every ${dash.refresh_s || 3} s)`;
 }
 
 function render(doc) {

@@ -96,6 +96,7 @@ export function holderPanel(doc, ctx) {
 
 export function degradedPanel(doc, ctx) {
   const bad = (doc.nodes || []).filter(n => n.degraded);
+  if (!(doc.nodes || []).length) return el("p", {class: "empty"}, "No nodes read.");
   if (!bad.length) return el("p", {class: "empty"}, "None: every node discovered its accelerators fully.");
   return table("Nodes that came up degraded or changed after start: the reason in plain words and the fix",
     ["Host", "Node", "Reason", "Fix"], bad.flatMap(n => (n.advice.length ? n.advice : [{message: "degraded", fix: "–"}]).map(a => [
