@@ -63,6 +63,12 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def clip(text: str, width: int) -> str:
+    """Prose cut to ``width`` characters, the cut marked with an ellipsis (ids are never cut)."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
     """A plain text table with aligned columns."""
     body = [["" if c is None else str(c) for c in row] for row in rows]

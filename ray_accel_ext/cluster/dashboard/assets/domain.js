@@ -87,8 +87,9 @@ export function hostBlock(node, x, y, ctx, {title = null} = {}) {
   const h = Math.max(S, ...pos.map(p => p[1] + S)) + 2 * PAD + 16;
   g.append(svg("rect", {class: "host-box status-" + ctx.status(node), x, y, width: w, height: h, rx: 6,
     onclick: () => ctx.onHost(node.node_id)}, tip(node.hostname)));
-  g.append(svg("text", {class: "host-label", x: x + PAD, y: y + 13, onclick: () => ctx.onHost(node.node_id)},
-    (title || node.hostname).slice(0, Math.max(8, Math.floor(w / 6.5)))));
+  const label = title || node.hostname, room = w - 2 * PAD;  // names are never cut: a long one is squeezed to fit
+  const fit = label.length * 6.5 > room ? {textLength: room, lengthAdjust: "spacingAndGlyphs"} : {};
+  g.append(svg("text", {class: "host-label", x: x + PAD, y: y + 13, ...fit, onclick: () => ctx.onHost(node.node_id)}, label));
   const centers = {};
   if (desc) {
     const ox = x + PAD, oy = y + PAD + 16;
@@ -175,19 +176,29 @@ function tpuSlice(domain, nodes, ctx) {
 }
 
 /** Hosts by their rank in the domain; a host without a rank, or with one another host took, goes after the last. */
+/** Hosts by rank: labelled ranks in place, hosts without one (or a duplicate) in the lowest free slots,
+ * so an 18-tray domain with an unlabelled tray is still 18 slots. */
 function rankedHosts(domain, nodes) {
   const ranked = new Map(), spare = [];
   for (const n of nodes) {
     const w = worker(n);
     if (w === null || ranked.has(w)) spare.push(n); else ranked.set(w, n);
   }
-  let total = Math.max(domain.expected_hosts || 0, ...[...ranked.keys()].map(k => k + 1));
-  for (const n of spare) ranked.set(total++, n);
-  return {ranked, total};
+  const total = Math.max(domain.expected_hosts || 0, nodes.length, ...[...ranked.keys()].map(k => k + 1));
+  let free = 0;
+  for (const n of spare) {
+    while (ranked.has(free)) free++;
+    ranked.set(free, n);
+  }
+  return {ranked, total, unranked: new Set(spare.map(n => n.node_id))};
+}
+
+function rankTitle(order, r, node) {
+  return order.unranked.has(node.node_id) ? `${node.hostname} (no rank label)` : `#${r} ${node.hostname}`;
 }
 
 function nvlinkDomain(domain, nodes, ctx) {
-  const {ranked, total} = rankedHosts(domain, nodes);
+  const order = rankedHosts(domain, nodes), {ranked, total} = order;
   const blocks = {};
   let trayW = 0, trayH = 0;
   for (const n of nodes) { const b = hostBlock(n, 0, 0, ctx); trayW = Math.max(trayW, b.w); trayH = Math.max(trayH, b.h); }
@@ -209,7 +220,7 @@ function nvlinkDomain(domain, nodes, ctx) {
     const x = 28 + col * (trayW + 10), y = 22 + row * rowH + 18;
     const n = ranked.get(r);
     if (!n) { root.append(absent(x, y, trayW, trayH, `tray rank ${r}: not in the cluster`)); continue; }
-    const b = hostBlock(n, x, y, ctx, {title: `#${r} ${n.hostname}`});
+    const b = hostBlock(n, x, y, ctx, {title: rankTitle(order, r, n)});
     blocks[n.node_id] = {x, y, w: b.w, h: b.h};
     for (const c of Object.values(b.centers)) {
       root.append(svg("line", {class: "fabric-link", x1: c[0], y1: c[1] - S / 2, x2: c[0], y2: 22 + row * rowH + 6}));
@@ -228,13 +239,13 @@ function hostsFlow(domain, nodes, ctx, {ranked = false, bar = null} = {}) {
   const order = ranked ? rankedHosts(domain, nodes) : null;
   const slots = ranked ? [...Array(order.total).keys()].map(r => order.ranked.get(r) || r) : nodes;
   let last = null;
-  for (const slot of slots) {
+  for (const [r, slot] of slots.entries()) {
     const b = typeof slot === "number" ? null : hostBlock(slot, 0, 0, ctx);
     const w = b ? b.w : 120, h = b ? b.h : 80;
     if (x + w > maxW && x > 20) { x = 20; y += rowH + (bar ? 34 : 14); rowH = 0; }
     if (!b) root.append(absent(x, y, w, h, `host rank ${slot}: not in the cluster`));
     else {
-      const placed = hostBlock(slot, x, y, ctx, {title: ranked ? `#${worker(slot)} ${slot.hostname}` : null});
+      const placed = hostBlock(slot, x, y, ctx, {title: ranked ? rankTitle(order, r, slot) : null});
       blocks[slot.node_id] = {x, y, w, h};
       if (bar && last) root.append(svg("line", {class: "fabric-link wide", x1: last.x + last.w, y1: last.y + last.h / 2, x2: x, y2: y + h / 2}, tip(bar)));
       root.append(placed.g);
