@@ -21,6 +21,7 @@ from ..backends._sku import NO_LAYOUT_MARK, UNKNOWN_SKU_MARK
 from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, missing_features, ray_version, tested_range_text
 from ..errors import HostReadError
 from ..host import FsHost
+from ..host.metadata import METADATA_NOT_SERVED
 from ..host.recording import RecordingHost
 from ..hw.pci import PCI_DEVICES, read_ids
 from ..model import NodeInventory
@@ -63,6 +64,10 @@ CAUSES: dict[str, tuple[str, str]] = {
                                         "--http-endpoint enabled --http-put-response-hop-limit 2`)"),
     "metadata-error": ("error", "the metadata server answered with an error: retry; if it persists, check the "
                                 "instance's metadata configuration"),
+    "metadata-not-served": ("warning", "a snapshot or root directory is read, and no metadata server is named for "
+                                       "it: serve its metadata (`ray-accel discover --root SNAPSHOT` serves a "
+                                       "snapshot's metadata.json) or set GCE_METADATA_HOST / "
+                                       "AWS_EC2_METADATA_SERVICE_ENDPOINT to a server with it"),
     "metadata-disabled": ("warning", "AWS_EC2_METADATA_DISABLED=true switches the EC2 metadata service off for this "
                                      "process: unset it to get zone, region and instance topology labels"),
     "sku-unknown": ("warning", "the devices are counted and scheduled; to give them their SKU, generation and memory, "
@@ -167,6 +172,7 @@ def _host_error_cause(err: dict[str, Any]) -> str:
 
 
 _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(re.escape(METADATA_NOT_SERVED)), "metadata-not-served"),
     (re.compile(r"AWS_EC2_METADATA_DISABLED"), "metadata-disabled"),
     (re.compile(re.escape(UNKNOWN_SKU_MARK)), "sku-unknown"),
     (re.compile(re.escape(NO_LAYOUT_MARK)), "generation-unsupported"),
@@ -211,6 +217,7 @@ def _plain(cause: str, backend: str | None, raw: str) -> str:
         "metadata-unreachable": "the cloud metadata server could not be reached, so provider facts are missing",
         "metadata-error": "the cloud metadata server answered with an error, so provider facts are missing",
         "metadata-token-refused": "the EC2 metadata service refused an IMDSv2 token, so provider facts are missing",
+        "metadata-not-served": "no metadata server serves this snapshot or root directory, so provider facts are missing",
         "metadata-disabled": "the EC2 metadata service is switched off in this environment, so provider facts are missing",
         "tool-missing": "a tool discovery needs is not installed",
         "tool-failed": "a tool discovery runs failed",
@@ -246,8 +253,13 @@ def explain(reason: str) -> Finding:
         return _finding("backend-load", f"the backend {backend} failed to load: {raw}", backend=backend, detail=reason)
     if stage == "budget":
         return _finding("budget", f"the backend {backend} {raw}", backend=backend, detail=reason)
-    cause = _ERROR_CLASS_CAUSE.get(error or "", "") or _text_cause(raw)
+    cause = _served(raw, _ERROR_CLASS_CAUSE.get(error or "", "") or _text_cause(raw))
     return _finding(cause, _plain(cause, backend, raw), backend=backend, detail=reason)
+
+
+def _served(message: str, cause: str) -> str:
+    """``cause``, unless the message says no metadata server was named for a snapshot or root."""
+    return "metadata-not-served" if METADATA_NOT_SERVED in message else cause
 
 
 # -- probes -------------------------------------------------------------------------------------
@@ -358,6 +370,7 @@ def diagnose(host: FsHost) -> Diagnosis:
             errs = _errors_in(p.message, rec.errors)
             if p.error in ("CommandError", "HostReadError") or p.error in _ERROR_CLASS_CAUSE:
                 cause = _host_error_cause(errs[0]) if errs else _ERROR_CLASS_CAUSE.get(p.error, _text_cause(p.message))
+                cause = _served(p.message, cause)
                 if p.error == "DescriptionError":
                     cause = "description-invalid"
             elif p.error.startswith("Metadata"):
@@ -371,7 +384,7 @@ def diagnose(host: FsHost) -> Diagnosis:
     for desc in inventory.descriptions:
         for raw in desc.problems:
             errs = _errors_in(raw, rec.errors)
-            cause = _host_error_cause(errs[0]) if errs else _text_cause(raw)
+            cause = _served(raw, _host_error_cause(errs[0]) if errs else _text_cause(raw))
             findings.append(_finding(cause, _plain(cause, desc.backend, raw), backend=desc.backend, detail=raw))
 
     findings += _probe_families(host, inventory, disabled_names(host.env))

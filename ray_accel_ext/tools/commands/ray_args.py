@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
 
 from ...node.hook import node_spec
-from ._common import add_format_option, add_root_option, print_json
+from ._common import add_format_option, add_root_option, check_root, print_json, warn_settings
 
 
 def register(sub) -> None:
@@ -23,11 +22,10 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.root and not Path(args.root).is_dir():
-        print(f"ray-accel ray-args: --root {args.root}: not a directory", file=sys.stderr)
-        return 2
+    warn_settings()
+    root = check_root(args.root) if args.root else None
     # The very path the start hook takes, so the output is what Ray would get on this node.
-    spec = node_spec(args.root or None, budget_s=args.budget)
+    spec = node_spec(root, budget_s=args.budget)
     if args.format == "json":
         print_json(spec.to_dict())
     elif args.format == "flags":
