@@ -132,10 +132,12 @@ class MetadataClient:
 
     def _require_live(self, variable: str, default: str) -> None:
         if not self._live:
-            # The message names no URL: ProviderError.reason() cuts the endpoint out of it.
+            # The host, not the URL: ProviderError.reason() cuts the endpoint's URL out of its message.
+            server = urlsplit(default).netloc or default
             raise MetadataServerError(
                 f"{METADATA_NOT_SERVED}: this host is a snapshot or root directory, not the live machine, so this "
-                f"machine's own metadata server is not asked; set {variable} to a server with the host's metadata "
+                f"machine's own metadata server ({server}) is not asked; set {variable} to a server with the host's "
+                "metadata "
                 "(`ray-accel discover --root SNAPSHOT` and `ray-accel demo` serve a snapshot's metadata.json "
                 "themselves)",
                 endpoint=default,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
 import sys
@@ -13,8 +12,6 @@ from typing import Any
 
 from ...host import FsHost, host_from_env, is_snapshot_dir, open_host
 from ...host.snapshot import ROOTFS
-
-METADATA_ENDPOINTS = ("GCE_METADATA_HOST", "GCE_METADATA_IP", "AWS_EC2_METADATA_SERVICE_ENDPOINT")
 
 
 def add_root_option(parser: argparse.ArgumentParser) -> None:
@@ -108,25 +105,11 @@ def host_for(args: argparse.Namespace, *, serve_metadata: bool = False) -> FsHos
         root = check_root(args.root)
         environ: Mapping[str, str] = os.environ
         if serve_metadata:
+            from .demo import served_metadata
+
             environ = {**os.environ, **served_metadata(root)}
         return open_host(root, environ=environ, budget_s=args.budget)
     return host_from_env(budget_s=getattr(args, "budget", None))
-
-
-def served_metadata(root: str) -> dict[str, str]:
-    """The variables naming loopback servers that answer with snapshot ``root``'s ``metadata.json``
-    (stopped when the process ends); none where the environment names its own servers."""
-    from ...host.snapshot import metadata_spec
-    from ...testing.fake_metadata import MetadataServers
-
-    if not is_snapshot_dir(root) or any(os.environ.get(v) for v in METADATA_ENDPOINTS):
-        return {}
-    spec = metadata_spec(root)
-    if not spec:
-        return {}
-    servers = MetadataServers(spec).start()
-    atexit.register(servers.stop)
-    return servers.env()
 
 
 def print_json(data: Any) -> None:

@@ -11,7 +11,9 @@ per multi-host fabric domain.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
+import os
 import sys
 import tarfile
 import tempfile
@@ -20,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from ...host import is_snapshot_dir
+from ...host.snapshot import metadata_spec
 from ...labels import (
     DISCOVERY,
     FABRIC_DOMAIN,
@@ -32,6 +35,8 @@ from ...labels import (
     key_prefix,
 )
 from ._common import port_number, print_json, table
+
+METADATA_ENDPOINTS = ("GCE_METADATA_HOST", "GCE_METADATA_IP", "AWS_EC2_METADATA_SERVICE_ENDPOINT")
 
 
 def register(sub) -> None:
@@ -200,3 +205,18 @@ def _place(ray, nodes: list[dict]) -> list[dict]:
         placements.append({"what": "a task inside one multi-host fabric domain", "selector": selector,
                            "node": names.get(got["node"], got["node"])})
     return placements
+
+
+def served_metadata(root: str) -> dict[str, str]:
+    """The variables naming loopback servers that answer with snapshot ``root``'s ``metadata.json``
+    (stopped when the process ends); none where the environment names its own servers."""
+    from ...testing.fake_metadata import MetadataServers
+
+    if not is_snapshot_dir(root) or any(os.environ.get(v) for v in METADATA_ENDPOINTS):
+        return {}
+    spec = metadata_spec(root)
+    if not spec:
+        return {}
+    servers = MetadataServers(spec).start()
+    atexit.register(servers.stop)
+    return servers.env()

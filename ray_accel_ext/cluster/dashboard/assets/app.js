@@ -137,7 +137,8 @@ function tile(t) {
     if (state.open.has(key)) state.open.delete(key); else state.open.add(key);
     saveHash(); renderOverview(true);
   }}, isOpen ? "Close" : "Open");
-  art.append(el("header", {class: "tile-head"}, el("h3", {}, kindName(t.domain.kind) + " ", el("code", {}, t.domain.id)), toggle));
+  art.append(el("header", {class: "tile-head"}, el("h3", {}, kindName(t.domain.kind)), toggle));
+  art.append(el("p", {class: "tile-id"}, el("code", {}, t.domain.id)));
   art.append(el("p", {class: "meta"}, domainMeta(t.domain, t.nodes, ctx)));
   art.append(isOpen ? el("div", {class: "picture-scroll"}, domainPicture(t.domain, t.nodes, ctx)) : miniPicture(t.domain, t.nodes, ctx));
   return art;

@@ -36,13 +36,13 @@ export function chip(node, desc, dev, x, y, ctx) {
   const row = deviceRow(node, desc, dev.index);
   const words = [`${deviceNoun(desc)} ${dev.index} of ${node.hostname}`, row.state];
   if (row.holders.length) words.push("held by " + row.holders.map(h => ctx.holderName(h)).join(", "));
-  if (typeof row.utilization === "number") words.push("utilisation " + pct(row.utilization));
+  if (typeof row.utilization === "number" && row.state !== "missing") words.push("utilisation " + pct(row.utilization));
   const g = svg("g", {class: "chip-g", tabindex: 0, role: "button", "aria-label": words.join(", "),
     onclick: ev => { ev.stopPropagation(); ctx.onDevice(node.node_id, desc.backend, dev.index); },
     onkeydown: ev => { if (ev.key === "Enter") ctx.onDevice(node.node_id, desc.backend, dev.index); }});
   g.append(svg("rect", {class: "chip state-" + row.state, x, y, width: S, height: S, rx: 3,
     "data-node-id": node.node_id, "data-device": desc.backend + ":" + dev.index}, tip(words.join(" · "))));
-  if (typeof row.utilization === "number") {
+  if (typeof row.utilization === "number" && row.state !== "missing") {
     const h = Math.max(1, (S - 4) * Math.min(100, row.utilization) / 100);
     g.append(svg("rect", {class: "util", x: x + S - 5, y: y + S - 2 - h, width: 3, height: h}));
   }
@@ -135,15 +135,20 @@ function tpuSlice(domain, nodes, ctx) {
   const shape = dims(domain.topology || (descs.find(d => d && d.fabric) || {fabric: {}}).fabric.topology);
   if (!shape || descs.some(d => !d || !d.devices.every(v => v.coords && v.coords.length >= 2))) return null;
   const [X, Y, Z] = shape;
-  const C = S + 12, panelW = X * C + 30;
+  // A host's extent in chips along x and y: hosts are set apart by a gap, and by a lane above each
+  // row of hosts that holds their worker labels.
+  const extent = k => Math.max(1, ...descs.map(d => { const v = d.devices.map(c => c.coords[k]); return Math.max(...v) - Math.min(...v) + 1; }));
+  const hx = extent(0), hy = extent(1), GAP = 10, LANE = 18;
+  const C = S + 12, panelW = X * C + Math.ceil(X / hx) * GAP + 30;
   const root = svg("g", {});
   const taken = new Set();
   const boxes = {};
-  const pos = (c) => [20 + (c[2] || 0) * panelW + c[0] * C, 40 + c[1] * C];
+  const pos = (c) => [20 + (c[2] || 0) * panelW + c[0] * C + Math.floor(c[0] / hx) * GAP, 40 + c[1] * C + (Math.floor(c[1] / hy) + 1) * LANE];
   for (let z = 0; z < Z; z++) {
     if (Z > 1) root.append(svg("text", {class: "axis", x: 20 + z * panelW, y: 30}, `z = ${z}`));
   }
-  root.append(svg("text", {class: "axis", x: 20, y: 14}, `${domain.topology || X + "x" + Y} chip grid, slice coordinates`));
+  root.append(svg("text", {class: "axis", x: 20, y: 14},
+    `${domain.topology || X + "x" + Y} chip grid in slice coordinates: hosts by worker, chips by their index on the host`));
   nodes.forEach((node, i) => {
     const desc = descs[i];
     const g = svg("g", {class: "host", "data-node-id": node.node_id});
@@ -156,7 +161,7 @@ function tpuSlice(domain, nodes, ctx) {
       boxes[node.node_id] = boxes[node.node_id] || {x: x0, y: y0, w: x1 - x0, h: y1 - y0};
       g.append(svg("rect", {class: "host-box slice status-" + ctx.status(node), x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 6,
         onclick: () => ctx.onHost(node.node_id)}, tip(`${node.hostname} (worker ${worker(node)})`)));
-      g.append(svg("text", {class: "host-tag", x: x0 + 3, y: y1 - 1}, "w" + (worker(node) ?? "?")));
+      g.append(svg("text", {class: "host-tag", x: x0 + 2, y: y0 - 6}, `worker ${worker(node) ?? "?"}`));
     }
     const centers = {};
     for (const d of desc.devices) {
@@ -172,10 +177,9 @@ function tpuSlice(domain, nodes, ctx) {
     if (!taken.has([x, y, z].join(","))) { const [px, py] = pos([x, y, z]); root.append(absent(px, py, S, S, `chip (${x},${y}${Z > 1 ? "," + z : ""}): its host is not in the cluster`)); }
   }
   groups(ctx.key(domain), nodes, boxes, ctx).forEach(g => root.append(g));
-  return {root, w: 20 + Z * panelW, h: 40 + Y * C + 10};
+  return {root, w: 20 + Z * panelW, h: 40 + Y * C + Math.ceil(Y / hy) * LANE + 10};
 }
 
-/** Hosts by their rank in the domain; a host without a rank, or with one another host took, goes after the last. */
 /** Hosts by rank: labelled ranks in place, hosts without one (or a duplicate) in the lowest free slots,
  * so an 18-tray domain with an unlabelled tray is still 18 slots. */
 function rankedHosts(domain, nodes) {
