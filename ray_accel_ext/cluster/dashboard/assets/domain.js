@@ -147,8 +147,8 @@ function tpuSlice(domain, nodes, ctx) {
   for (let z = 0; z < Z; z++) {
     if (Z > 1) root.append(svg("text", {class: "axis", x: 20 + z * panelW, y: 30}, `z = ${z}`));
   }
-  root.append(svg("text", {class: "axis", x: 20, y: 14},
-    `${domain.topology || X + "x" + Y} chip grid in slice coordinates: hosts by worker, chips by their index on the host`));
+  root.append(svg("text", {class: "axis", x: 20, y: 14}, `${domain.topology || X + "x" + Y} grid · chip ids per host`,
+    tip("the slice's chips at their slice coordinates, each host's box labelled by its worker number; a chip's number is its index on its host (TPU_VISIBLE_CHIPS)")));
   nodes.forEach((node, i) => {
     const desc = descs[i];
     const g = svg("g", {class: "host", "data-node-id": node.node_id});
