@@ -73,6 +73,8 @@ def test_discover_root_serves_a_snapshots_metadata_like_the_demo():
     assert not [p for d in inv["descriptions"] for p in d["problems"] if "Metadata" in p]
     doctor = ray_accel("doctor", "--root", str(TRN2), "--format", "json")
     assert "metadata" not in json.dumps(json.loads(doctor.stdout)["findings"]).lower()
+    spec = json.loads(ray_accel("ray-args", "--root", str(TRN2)).stdout)
+    assert spec["labels"]["rayaccel.io/discovery"] == "ok"  # what the demo's trn2 node gets
 
 
 def test_a_root_without_a_metadata_server_is_advice_not_a_bug():

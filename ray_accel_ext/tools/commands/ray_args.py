@@ -7,6 +7,7 @@ arguments), ``labels-file`` (YAML for ``--labels-file``), ``env`` (``RAY_OVERRID
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 
@@ -25,7 +26,12 @@ def run(args: argparse.Namespace) -> int:
     warn_settings()
     root = check_root(args.root) if args.root else None
     # The very path the start hook takes, so the output is what Ray would get on this node.
-    spec = node_spec(root, budget_s=args.budget)
+    environ = None
+    if root:  # a snapshot's recorded metadata served, as the demo's nodes get it
+        from .demo import served_metadata
+
+        environ = {**os.environ, **served_metadata(root)}
+    spec = node_spec(root, budget_s=args.budget, environ=environ)
     if args.format == "json":
         print_json(spec.to_dict())
     elif args.format == "flags":
