@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import ClusterUnreachable
 
-__all__ = ["resolve_address", "check_reachable", "CONNECT_TIMEOUT_S"]
+__all__ = ["resolve_address", "check_reachable", "bounded_init", "CONNECT_TIMEOUT_S", "INIT_TIMEOUT_S"]
 
 CONNECT_TIMEOUT_S = 5.0
+INIT_TIMEOUT_S = 60.0
 
 _CHECK = ("check that the head node is up (`ray status` there), that {addr} is its GCS address (the --port of "
           "`ray start --head`, 6379 by default) and that no firewall blocks it; pass --address HOST:PORT or set "
@@ -56,3 +60,26 @@ def check_reachable(target: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     addr = f"{host}:{port}"
     shown = target if target.endswith(addr) else f"{target} ({addr})"
     raise ClusterUnreachable(f"no Ray cluster at {shown}: {why}; " + _CHECK.format(addr=addr))
+
+
+def bounded_init(init: Callable[[], Any], target: str, timeout_s: float = INIT_TIMEOUT_S) -> Any:
+    """``init()`` (``ray.init``), given ``timeout_s``: something that accepts connections but is no
+    GCS (another service's port) keeps ``ray.init`` waiting for ever. Its exception is re-raised."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = init()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, name="ray-accel-connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise ClusterUnreachable(f"no Ray cluster answered at {target} within {timeout_s:g} s: something accepts "
+                                 "connections there but it is not a Ray GCS, or the head is overloaded; "
+                                 + _CHECK.format(addr=target))
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")

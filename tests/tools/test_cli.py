@@ -118,3 +118,14 @@ def test_a_wrong_ray_address_variable_is_named_too():
     proc = ray_accel("cluster")  # RAY_ADDRESS=127.0.0.1:9 in ray_accel's environment
     assert proc.returncode == 1, proc.stderr
     assert "no Ray cluster at 127.0.0.1:9" in _one_error_line(proc)
+
+
+def test_an_address_that_is_no_ray_cluster_ends_within_the_timeout():
+    with socket.socket() as other:  # a port some other service listens on: connections are accepted, never answered
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        address = f"127.0.0.1:{other.getsockname()[1]}"
+        proc = ray_accel("cluster", "--address", address, "--timeout", "5")
+    assert proc.returncode == 1, proc.stderr
+    line = _one_error_line(proc)
+    assert f"no Ray cluster answered at {address} within 5 s" in line and "not a Ray GCS" in line

@@ -21,7 +21,8 @@ from ._common import add_format_option, print_json, table
 def register(sub) -> None:
     p = sub.add_parser("cluster", help="list the cluster's nodes grouped by accelerator domain", description=__doc__)
     p.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: $RAY_ADDRESS, else auto)")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="time allowed for the node probes")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="time allowed for connecting, and for the node probes (default 60)")
     add_format_option(p)
     p.set_defaults(func=run)
 
