@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 from ..bounds import bounded_json, setting
 from ..errors import (
     MetadataDisabled,
+    MetadataNotServed,
     MetadataRateLimited,
     MetadataServerError,
     MetadataTimeout,
@@ -134,7 +135,7 @@ class MetadataClient:
         if not self._live:
             # The host, not the URL: ProviderError.reason() cuts the endpoint's URL out of its message.
             server = urlsplit(default).netloc or default
-            raise MetadataServerError(
+            raise MetadataNotServed(
                 f"{METADATA_NOT_SERVED}: this host is a snapshot or root directory, not the live machine, so this "
                 f"machine's own metadata server ({server}) is not asked; set {variable} to a server with the host's "
                 "metadata "

@@ -64,10 +64,9 @@ CAUSES: dict[str, tuple[str, str]] = {
                                         "--http-endpoint enabled --http-put-response-hop-limit 2`)"),
     "metadata-error": ("error", "the metadata server answered with an error: retry; if it persists, check the "
                                 "instance's metadata configuration"),
-    "metadata-not-served": ("warning", "a snapshot or root directory is read, and no metadata server is named for "
-                                       "it: serve its metadata (`ray-accel discover --root SNAPSHOT` serves a "
-                                       "snapshot's metadata.json) or set GCE_METADATA_HOST / "
-                                       "AWS_EC2_METADATA_SERVICE_ENDPOINT to a server with it"),
+    "metadata-not-served": ("warning", "no metadata server is named for this snapshot or root: `ray-accel discover "
+                                       "--root SNAPSHOT` serves a snapshot's metadata.json, else set GCE_METADATA_HOST "
+                                       "/ AWS_EC2_METADATA_SERVICE_ENDPOINT to a server with its metadata"),
     "metadata-disabled": ("warning", "AWS_EC2_METADATA_DISABLED=true switches the EC2 metadata service off for this "
                                      "process: unset it to get zone, region and instance topology labels"),
     "sku-unknown": ("warning", "the devices are counted and scheduled; to give them their SKU, generation and memory, "
@@ -150,6 +149,7 @@ _ERROR_CLASS_CAUSE = {
     "MetadataTimeout": "metadata-timeout",
     "MetadataRateLimited": "metadata-rate-limited",
     "MetadataServerError": "metadata-error",
+    "MetadataNotServed": "metadata-not-served",
     "MetadataDisabled": "metadata-disabled",
     "DescriptionError": "description-invalid",
     "TopologyStringError": "degraded",
