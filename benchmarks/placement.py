@@ -29,11 +29,9 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, when run as `python benchmarks/...`
-
-from ray_accel_ext.compat import require_tested_ray  # noqa: E402
-from ray_accel_ext.placement import DomainRequest, choose_domain, reserve  # noqa: E402
-from tests.support.domains import SNAPSHOTS, add_in_batches, tpu_slice  # noqa: E402
+from ray_accel_ext.compat import require_tested_ray
+from ray_accel_ext.placement import DomainRequest, choose_domain, reserve
+from tests.support.domains import SNAPSHOTS, add_in_batches, tpu_slice
 
 FABRIC = "rayaccel.io/fabric-domain"
 SLICE = DomainRequest(selector={"ray.io/accelerator-type": "TPU-V6E", "ray.io/tpu-topology": "4x4"},

@@ -26,10 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, when run as `python benchmarks/...`
-
-from ray_accel_ext.testing.cluster import NODE_NAME_LABEL, SimulatedCluster, free_port  # noqa: E402
-from tests.support.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
+from ray_accel_ext.testing.cluster import NODE_NAME_LABEL, SimulatedCluster, free_port
+from tests.support.domains import SNAPSHOTS, add_in_batches, gb200_domain
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "serve_slice"
 
