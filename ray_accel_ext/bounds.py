@@ -29,6 +29,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "CONTROL_RE",
     "ascii_uint",
+    "setting_refused",
     "setting",
     "bounded_json",
 ]
@@ -60,13 +61,23 @@ def setting(env: Mapping[str, str], name: str, default: float, *, high: float) -
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
-    text = raw.strip()
-    value = float(text) if _DECIMAL_RE.fullmatch(text) else math.nan
-    if math.isfinite(value) and 0 < value <= high:
+    value = _decimal(raw.strip(), high)
+    if value is not None:
         return value
     log.warning("ray_accel_ext: %s=%r refused (a decimal in (0, %g] is expected); using %g",
                 name, raw[:40], high, default)
     return default
+
+
+def _decimal(text: str, high: float) -> float | None:
+    value = float(text) if _DECIMAL_RE.fullmatch(text) else math.nan
+    return value if math.isfinite(value) and 0 < value <= high else None
+
+
+def setting_refused(env: Mapping[str, str], name: str, *, high: float) -> bool:
+    """Whether :func:`setting` would refuse ``env[name]`` (set, but not a decimal in ``(0, high]``)."""
+    raw = env.get(name, "").strip()
+    return bool(raw) and _decimal(raw, high) is None
 
 
 def bounded_json(text: str | bytes, *, what: str = "JSON", max_bytes: int = MAX_JSON_BYTES,

@@ -36,6 +36,7 @@ __all__ = [
     "MetadataServerError",
     "ClusterUnreachable",
     "MetadataDisabled",
+    "MetadataNotServed",
     "SchedulingError",
     "NoDomainAvailable",
     "WouldSplitDomain",
@@ -164,6 +165,11 @@ class MetadataServerError(ProviderServerError):
 class MetadataDisabled(ProviderError):
     """The environment switched the metadata server off (``AWS_EC2_METADATA_DISABLED=true``):
     nothing was sent."""
+
+
+class MetadataNotServed(MetadataServerError):
+    """The host is a snapshot or root directory and no metadata server is named for it (this
+    machine's own is never asked for another host's facts): nothing was sent."""
 
 
 # -- scheduling ---------------------------------------------------------------------------------

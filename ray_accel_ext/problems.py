@@ -30,6 +30,7 @@ from .errors import (
     DescriptionError,
     HostReadError,
     MetadataDisabled,
+    MetadataNotServed,
     ProviderError,
     ProviderRateLimited,
     ProviderTimeout,
@@ -75,6 +76,7 @@ METADATA_RATE_LIMITED = "metadata-rate-limited"
 METADATA_TOKEN_REFUSED = "metadata-token-refused"
 METADATA_ERROR = "metadata-error"
 METADATA_DISABLED = "metadata-disabled"
+METADATA_NOT_SERVED = "metadata-not-served"
 SKU_UNKNOWN = "sku-unknown"
 GENERATION_UNSUPPORTED = "generation-unsupported"
 SKU_FILE = "sku-file"
@@ -168,6 +170,11 @@ _BUILTIN: dict[str, ProblemCode] = dict([
           "the EC2 metadata service is switched off in this environment, so provider facts are missing",
           "AWS_EC2_METADATA_DISABLED=true switches the EC2 metadata service off for this process: unset it to get "
           "zone, region and instance topology labels"),
+    _code(METADATA_NOT_SERVED, "warning",
+          "the host is a snapshot or root directory and no metadata server is named for it, so provider facts "
+          "are missing",
+          "`ray-accel discover --root SNAPSHOT` serves a snapshot's metadata.json; for a plain root directory set "
+          "GCE_METADATA_HOST / AWS_EC2_METADATA_SERVICE_ENDPOINT to a server with its metadata"),
     _code(SKU_UNKNOWN, "warning",
           "devices whose PCI id the SKU database does not know were counted without a known SKU",
           "the devices are counted and scheduled; to give them their SKU, generation and memory, add their PCI id "
@@ -266,6 +273,7 @@ _BY_NAME = {
     "ProviderServerError": METADATA_ERROR,
     "ProviderError": METADATA_ERROR,
     "MetadataDisabled": METADATA_DISABLED,
+    "MetadataNotServed": METADATA_NOT_SERVED,
     "DescriptionError": DESCRIPTION_INVALID,
     "BackendLoadError": BACKEND_LOAD,
     "SkuFileError": SKU_FILE,
@@ -280,6 +288,8 @@ def code_of(exc: BaseException) -> str:
         return TOOL_MISSING if exc.reason == "not installed" else TOOL_FAILED
     if isinstance(exc, MetadataDisabled):
         return METADATA_DISABLED
+    if isinstance(exc, MetadataNotServed):
+        return METADATA_NOT_SERVED
     if isinstance(exc, ProviderTimeout):
         return METADATA_TIMEOUT
     if isinstance(exc, ProviderRateLimited):

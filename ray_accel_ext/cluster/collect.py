@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import ClusterUnreachable
 from .inventory import ClusterInventory, assemble
 from .nodes import alive_nodes
+from .reach import CONNECT_TIMEOUT_S, INIT_TIMEOUT_S, bounded_init, check_reachable, resolve_address
 
 __all__ = ["InventoryCollector", "gather", "probe_node"]
 
@@ -29,13 +30,15 @@ def probe_node() -> dict[str, Any]:
             "pcie": pcie_paths(host, inventory)}
 
 
-def _ensure_ray(address: str | None):
+def _ensure_ray(address: str | None, timeout_s: float = INIT_TIMEOUT_S):
     import ray
 
     if not ray.is_initialized():
-        target = address or os.environ.get("RAY_ADDRESS") or "auto"
+        target = resolve_address(address)
+        check_reachable(target, min(CONNECT_TIMEOUT_S, timeout_s))
         try:
-            ray.init(address=target, logging_level="ERROR", log_to_driver=False, namespace="ray_accel_ext")
+            bounded_init(lambda: ray.init(address=target, logging_level="ERROR", log_to_driver=False,
+                                          namespace="ray_accel_ext"), target, timeout_s)
         except ConnectionError as exc:
             raise ClusterUnreachable(
                 f"no Ray cluster at {target}: {exc} (pass --address HOST:PORT, or set RAY_ADDRESS; a cluster "
@@ -81,7 +84,7 @@ class InventoryCollector:
 
     def gather(self) -> ClusterInventory:
         """One inventory of the cluster as it is now."""
-        ray = _ensure_ray(self.address)
+        ray = _ensure_ray(self.address, self.probe_timeout_s)
         from ray.util import placement_group_table
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 from ..bounds import bounded_json, setting
 from ..errors import (
     MetadataDisabled,
+    MetadataNotServed,
     MetadataRateLimited,
     MetadataServerError,
     MetadataTimeout,
@@ -58,6 +59,7 @@ __all__ = ["MetadataClient", "GCE_DEFAULT_HOST", "IMDS_DEFAULT_ENDPOINT", "IMDS_
 
 GCE_DEFAULT_HOST = "metadata.google.internal"
 IMDS_DEFAULT_ENDPOINT = "http://169.254.169.254"
+METADATA_NOT_SERVED = "metadata not served"
 IMDS_IPV6_ENDPOINT = "http://[fd00:ec2::254]"
 IMDS_DISABLED_ENV = "AWS_EC2_METADATA_DISABLED"
 IMDS_MODE_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"
@@ -131,9 +133,14 @@ class MetadataClient:
 
     def _require_live(self, variable: str, default: str) -> None:
         if not self._live:
-            raise MetadataServerError(
-                f"this host is a snapshot or root directory, not the live machine: its metadata comes only "
-                f"from an endpoint named by {variable} (not asking {default})",
+            # The host, not the URL: ProviderError.reason() cuts the endpoint's URL out of its message.
+            server = urlsplit(default).netloc or default
+            raise MetadataNotServed(
+                f"{METADATA_NOT_SERVED}: this host is a snapshot or root directory, not the live machine, so this "
+                f"machine's own metadata server ({server}) is not asked; set {variable} to a server with the host's "
+                "metadata "
+                "(`ray-accel discover --root SNAPSHOT` and `ray-accel demo` serve a snapshot's metadata.json "
+                "themselves)",
                 endpoint=default,
                 attempts=0,
             )

@@ -127,5 +127,10 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                 print(str(m), file=out)
             print(f"{len(missing)} in-scope id(s) missing from the SKU database", file=err)
         return 1 if missing else 0
+    if args.family is not None:
+        known = sorted({e.family for e in entries()})
+        if args.family not in known:
+            print(f"ray-accel skus: error: --family {args.family}: no such family (families: {', '.join(known)})", file=err)
+            return 2
     print(to_json(args.family) if args.format == "json" else format_table(rows(args.family)), file=out)
     return 0

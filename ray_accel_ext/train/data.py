@@ -26,13 +26,39 @@ _applied: dict[int, Any] = {}
 
 def map_options(reservation: Any, plan: TransportPlan, *, cpus: float = 0.0) -> dict[str, Any]:
     """Keyword arguments for ``Dataset.map_batches`` / ``map``: resources of one rank, scheduled in
-    ``reservation``'s placement group."""
+    ``reservation``'s placement group.
+
+    Where Ray Data takes ``resources`` as a named parameter, the rank's units are asked as the
+    group's own resources (``GPU_group_<id>``: what a placement-group strategy with any bundle
+    asks for), because ``scheduling_strategy`` passed through ``**ray_remote_args`` is deprecated
+    for removal in Ray 2.64; an older Ray gets the strategy.
+    """
+    opts = actor_resources(plan, cpus)
+    pg = reservation.placement_group
+    if named_remote_args():
+        return in_group(opts, pg.id.hex())
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    opts = actor_resources(plan, cpus)
     opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-        reservation.placement_group, placement_group_bundle_index=-1, placement_group_capture_child_tasks=True)
+        pg, placement_group_bundle_index=-1, placement_group_capture_child_tasks=True)
     return opts
+
+
+def named_remote_args() -> bool:
+    """Whether this Ray's ``Dataset.map_batches`` takes ``resources`` as a named parameter."""
+    import inspect
+
+    from ray.data import Dataset
+
+    return "resources" in inspect.signature(Dataset.map_batches).parameters
+
+
+def in_group(opts: dict[str, Any], pg_hex: str) -> dict[str, Any]:
+    """``num_cpus``/``num_gpus``/``resources`` as the resources of placement group ``pg_hex``, any bundle
+    (Ray names a group's resources ``<name>_group_<id>``, and gives a task holding ``GPU_group_<id>``
+    the GPUs of its bundle: ``ray.get_gpu_ids()`` reads those names)."""
+    wanted = {"CPU": opts.get("num_cpus") or 0.0, "GPU": opts.get("num_gpus") or 0.0, **opts.get("resources", {})}
+    return {"num_cpus": 0.0, "resources": {f"{name}_group_{pg_hex}": amount for name, amount in wanted.items() if amount}}
 
 
 def _apply_once(plan: TransportPlan):

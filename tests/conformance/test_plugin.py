@@ -74,7 +74,8 @@ def test_cli_reports_checklist_as_json_and_junit(tmp_path, capsys):
 
 def test_cli_table_and_exit_code_on_failure(tmp_path, capsys):
     xfails = tmp_path / "xfails.txt"
-    xfails.write_text("BaseDescriptionTests::test_round_trip  # claims a bug that is not there https://example.com/1\n")
+    long_words = "claims a bug that is not there, and says so at length: " + "the table cuts this prose, " * 4
+    xfails.write_text(f"BaseDescriptionTests::test_round_trip  # {long_words}https://example.com/1\n")
     code = main([
         "conformance", "ray_accel_ext.testing.fake_backend:FakeBackend", "--snapshots", str(REFERENCE_SNAPSHOTS),
         "--xfails", str(xfails),
@@ -83,3 +84,6 @@ def test_cli_table_and_exit_code_on_failure(tmp_path, capsys):
     assert code == 1, out
     assert "FAIL    Descriptions consistent and round-trippable" in out
     assert "BaseDescriptionTests::test_round_trip[fake-4dev-hive]: [XPASS(strict)] xfails file: claims a bug" in out
+    row = next(line for line in out.splitlines() if line.startswith("FAIL    Descriptions consistent"))
+    assert "https://example.com/1" not in row and ("… (+" in row or row.endswith("…"))  # prose cut, marked
+    assert "https://example.com/1" in out  # and whole in the failures below

@@ -94,3 +94,38 @@ def test_busy_port_is_one_line_and_status_1():
         proc = ray_accel("dashboard", "--port", str(port))
     assert proc.returncode == 1, proc.stderr
     assert f"port {port} on 127.0.0.1 is in use" in _one_error_line(proc)
+
+
+def _free_port() -> int:
+    """A loopback port nobody listens on: bound, then released."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [("cluster",), ("cluster", "--format", "json"), ("dashboard", "--port", "0"),
+                                     ("health", "status")])
+def test_a_wrong_cluster_address_ends_at_once_naming_it(command):
+    address = f"127.0.0.1:{_free_port()}"
+    proc = ray_accel(*command[:1], "--address", address, *command[1:])
+    assert proc.returncode == 1, proc.stderr
+    line = _one_error_line(proc)
+    assert f"no Ray cluster at {address}" in line and "check that the head node is up" in line
+    assert "Failed to get cluster ID" not in proc.stderr and "http://" not in proc.stdout
+
+
+def test_a_wrong_ray_address_variable_is_named_too():
+    proc = ray_accel("cluster")  # RAY_ADDRESS=127.0.0.1:9 in ray_accel's environment
+    assert proc.returncode == 1, proc.stderr
+    assert "no Ray cluster at 127.0.0.1:9" in _one_error_line(proc)
+
+
+def test_an_address_that_is_no_ray_cluster_ends_within_the_timeout():
+    with socket.socket() as other:  # a port some other service listens on: connections are accepted, never answered
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        address = f"127.0.0.1:{other.getsockname()[1]}"
+        proc = ray_accel("cluster", "--address", address, "--timeout", "5")
+    assert proc.returncode == 1, proc.stderr
+    line = _one_error_line(proc)
+    assert f"no Ray cluster answered at {address} within 5 s" in line and "not a Ray GCS" in line

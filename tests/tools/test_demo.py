@@ -47,3 +47,38 @@ def test_demo_runs_end_to_end_and_places_by_label():
     assert tasks["trn2"]["details"]["NCCL env"] == "FI_PROVIDER=efa"
     assert nodes["tpu7x-gke"]["labels"]["ray.io/tpu-pod-type"] == "v7x-8"
     assert "[1/4]" in out.stderr  # progress goes to stderr in json mode
+
+
+@pytest.mark.ray
+def test_demo_keep_serves_the_dashboard_until_ctrl_c():
+    """``--keep``: the demo's cluster stays up with the dashboard served on it; Ctrl-C stops both.
+    The table shows the fabric domain label whole, so it can be copied into a selector."""
+    import selectors
+    import signal
+    import urllib.request
+
+    from tests.support.paths import HOSTS
+
+    tray = HOSTS / "nvidia_gpu" / "gb200-nvl72-tray"
+    proc = subprocess.Popen([sys.executable, "-m", "ray_accel_ext.tools.cli", "demo", "--snapshots", str(tray),
+                             "--keep", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    lines: list[str] = []
+    try:
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while not any("ray-accel demo: dashboard: http://" in line for line in lines):
+            assert sel.select(timeout=300), lines
+            line = proc.stdout.readline()
+            assert line, ("".join(lines), proc.stderr.read()[-3000:])
+            lines.append(line)
+        url = lines[-1].split("dashboard: ", 1)[1].split()[0]
+        doc = json.loads(urllib.request.urlopen(url + "api/cluster", timeout=60).read())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    assert [n["hostname"] for n in doc["nodes"]] and doc["dashboard"]["error"] is None
+    label = doc["nodes"][0]["labels"]["rayaccel.io/fabric-domain"]
+    text = "".join(lines)
+    assert f"  {label}  " in text and "cluster kept up at 127.0.0.1:" in text and "RAY_AUTH_MODE=disabled" in text
+    assert "stopping the cluster" in out

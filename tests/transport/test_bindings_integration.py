@@ -16,6 +16,7 @@ snapshot, 4 GPUs each), every node a ``ray start`` through the start hook.
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
 
@@ -27,6 +28,7 @@ pytest.importorskip("ray.data")
 from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve_domain  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from ray_accel_ext.testing.ports import free_port  # noqa: E402
+from ray_accel_ext.train import data as data_module  # noqa: E402
 from ray_accel_ext.train import (  # noqa: E402
     map_options,
     rank_actor_options,
@@ -69,12 +71,24 @@ def where(batch):
             "mnnvl": [os.environ.get("NCCL_MNNVL_ENABLE", "")] * n}
 
 
-def test_a_data_map_stage_runs_on_the_domain_with_the_plan(cluster):
+@pytest.mark.parametrize("named", [True, False], ids=["named-resources", "scheduling-strategy"])
+def test_a_data_map_stage_runs_on_the_domain_with_the_plan(cluster, monkeypatch, named):
+    """Both ways ``map_options`` asks for the group: its resources as named parameters (Ray Data
+    deprecates ``**ray_remote_args`` for removal in Ray 2.64), and the strategy an older Ray needs."""
+    if named and not data_module.named_remote_args():
+        pytest.skip("this Ray's map_batches takes no named resources: only the strategy applies")
+    monkeypatch.setattr(data_module, "named_remote_args", lambda: named)
     with reserve_domain("fabric", hosts=2, selector=GB200, deadline_s=60) as r:
         plan = plan_reservation(r)
         assert plan.world_size == 8
+        opts = map_options(r, plan)
+        assert ("scheduling_strategy" in opts) is not named
         ds = ray.data.range(16, override_num_blocks=8)
-        rows = ds.map_batches(with_plan(where, plan), batch_size=2, **map_options(r, plan)).take_all()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rows = ds.map_batches(with_plan(where, plan), batch_size=2, **opts).take_all()
+    deprecated = [w for w in caught if "ray_remote_args" in str(w.message)]
+    assert not deprecated if named else deprecated
     assert sorted(row["id"] for row in rows) == list(range(16))
     assert {row["node"] for row in rows} <= set(r.choice.node_ids)
     for row in rows:

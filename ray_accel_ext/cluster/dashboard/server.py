@@ -187,6 +187,12 @@ class DashboardServer:
         return f"http://{host}:{self.port}/"
 
     @property
+    def error(self) -> str | None:
+        """Why the last gathering failed (the page shows the one before), or None."""
+        with self._lock:
+            return self._error
+
+    @property
     def generation(self) -> int:
         """How many documents have been gathered so far."""
         with self._lock:
@@ -208,6 +214,10 @@ class DashboardServer:
         self._httpd.server_close()
         for t in self._threads:
             t.join(timeout=5)
+
+    def close(self) -> None:
+        """Release the port of a server that was never started."""
+        self._httpd.server_close()
 
     def __enter__(self) -> DashboardServer:
         return self.start()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...host import FsHost, host_from_env, open_host
+from ...host import FsHost, host_from_env, is_snapshot_dir, open_host
+from ...host.snapshot import ROOTFS
 
 
 def add_root_option(parser: argparse.ArgumentParser) -> None:
@@ -48,19 +50,77 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def host_for(args: argparse.Namespace) -> FsHost:
-    if getattr(args, "root", None):
-        from ..cli import UsageError
+def check_root(root: str) -> str:
+    """The host root ``--root`` names, or a :class:`UsageError` saying what is wrong with it.
 
-        if not Path(args.root).is_dir():
-            raise UsageError(f"--root {args.root}: not a directory")
-        return open_host(args.root, budget_s=args.budget)
+    A snapshot's ``rootfs/`` stands for its snapshot (the recorded libraries and commands sit
+    beside it); a folder of snapshots, or one that is neither a snapshot nor holds ``sys/``,
+    ``proc/`` or ``dev/``, is refused instead of reported as a host without accelerators."""
+    from ..cli import UsageError
+
+    path = Path(root)
+    if not path.is_dir():
+        raise UsageError(f"--root {root}: not a directory")
+    if is_snapshot_dir(path) or str(root) == "/":
+        return root
+    if path.name == ROOTFS and is_snapshot_dir(path.parent):
+        warn(f"--root {root} is a snapshot's rootfs/: reading the snapshot {path.parent} (its recorded libraries "
+             "and commands sit beside rootfs/)")
+        return str(path.parent)
+    inside = sorted(p.name for p in path.iterdir() if is_snapshot_dir(p)) if os.access(path, os.R_OK | os.X_OK) else []
+    if inside:
+        raise UsageError(f"--root {root}: a folder of {len(inside)} host snapshots, not one host: name one, "
+                         f"e.g. --root {path / inside[0]}")
+    if not any((path / d).is_dir() for d in ("sys", "proc", "dev")):
+        raise UsageError(f"--root {root}: neither a host snapshot (no rootfs/) nor a root directory (no sys/, proc/ "
+                         "or dev/)")
+    return root
+
+
+def warn_settings(environ: Mapping[str, str] = os.environ) -> None:
+    """Warn on stderr about settings discovery would silently ignore or replace."""
+    from ...bounds import setting_refused
+    from ...host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
+    from ...node.registry import DISABLE_ENV, available_backends, disabled_names
+
+    names = {spec.name for spec in available_backends()}
+    unknown = sorted(disabled_names(environ) - names)
+    if unknown:
+        warn(f"{DISABLE_ENV} names no backend: {', '.join(unknown)} (backends: {', '.join(sorted(names))})")
+    if setting_refused(environ, BUDGET_ENV, high=MAX_BUDGET_S):
+        warn(f"{BUDGET_ENV}={environ[BUDGET_ENV]!r} is not a number of seconds in (0, {MAX_BUDGET_S:g}]: "
+             f"using {DEFAULT_BUDGET_S:g}")
+
+
+def warn(message: str) -> None:
+    print(f"ray-accel: warning: {message}", file=sys.stderr)
+
+
+def host_for(args: argparse.Namespace, *, serve_metadata: bool = False) -> FsHost:
+    """The host ``--root`` names (else ``$RAY_ACCEL_ROOT``, else this machine); with ``serve_metadata``
+    a snapshot's recorded cloud metadata is served on loopback for the rest of the command, as
+    ``ray-accel demo`` serves it to its nodes."""
+    warn_settings()
+    if getattr(args, "root", None):
+        root = check_root(args.root)
+        environ: Mapping[str, str] = os.environ
+        if serve_metadata:
+            from .demo import served_metadata
+
+            environ = {**os.environ, **served_metadata(root)}
+        return open_host(root, environ=environ, budget_s=args.budget)
     return host_from_env(budget_s=getattr(args, "budget", None))
 
 
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
+
+
+def clip(text: str, width: int) -> str:
+    """Prose cut to ``width`` characters, the cut marked with an ellipsis (ids are never cut)."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:

@@ -21,7 +21,8 @@ from ._common import add_format_option, print_json, table
 def register(sub) -> None:
     p = sub.add_parser("cluster", help="list the cluster's nodes grouped by accelerator domain", description=__doc__)
     p.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: $RAY_ADDRESS, else auto)")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="time allowed for the node probes")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="time allowed for connecting, and for the node probes (default 60)")
     add_format_option(p)
     p.set_defaults(func=run)
 
@@ -46,13 +47,13 @@ def render_table(inv: ClusterInventory) -> str:
             links = "; ".join(f"{len(d.links)} {d.interconnect}" for d in descs if d.links) or "-"
             nics = sum(len(d.nics) for d in descs)
             status = "degraded" if n.degraded else "ok"
-            rows.append((n.hostname, nid[:12], "head" if n.is_head else "", n.labels.get(FABRIC_WORKER, ""),
+            rows.append((n.hostname, nid, "head" if n.is_head else "", n.labels.get(FABRIC_WORKER, ""),
                          acc, links, nics, status))
         lines.append(table(rows, ("host", "node", "role", "worker", "accelerators", "links", "nics", "status")))
     if inv.placement_groups:
         lines.append("")
         lines.append(table(
-            [(p.name or "-", p.pg_id[:12], p.state, p.strategy, len(p.bundles), ", ".join(p.domains) or "-") for p in inv.placement_groups],
+            [(p.name or "-", p.pg_id, p.state, p.strategy, len(p.bundles), ", ".join(p.domains) or "-") for p in inv.placement_groups],
             ("placement group", "id", "state", "strategy", "bundles", "domains"),
         ))
     bad = [n for n in inv.nodes if n.degraded]
@@ -61,13 +62,13 @@ def render_table(inv: ClusterInventory) -> str:
         lines.append("degraded nodes:")
         for n in bad:
             for reason in n.reasons():
-                lines.append(f"  {n.hostname} ({n.node_id[:12]}): {reason}")
+                lines.append(f"  {n.hostname} ({n.node_id}): {reason}")
     return "\n".join(lines)
 
 
 def _pg_name(inv: ClusterInventory, pg_id: str) -> str:
     pg = next((p for p in inv.placement_groups if p.pg_id == pg_id), None)
-    return (pg.name or pg_id[:12]) if pg else pg_id[:12]
+    return (pg.name or pg_id) if pg else pg_id
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...conformance.checklist import ITEMS
 from ...conformance.settings import ENV, REPORT_ENV
-from ._common import add_format_option, print_json, table
+from ._common import add_format_option, clip, print_json, table
 
 
 def register(sub) -> None:
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for it in items:
         counts = " ".join(f"{n} {o}" for o, n in it["counts"].items()) or "-"
-        why = it["reasons"][0][:110] if it["reasons"] else ("check by review (CHECKLIST.md)" if it["status"] == "manual" else "")
+        why = clip(it["reasons"][0], 110) if it["reasons"] else ("check by review (CHECKLIST.md)" if it["status"] == "manual" else "")
         if len(it["reasons"]) > 1:
             why += f" (+{len(it['reasons']) - 1} more)"
         rows.append((it["status"].upper(), it["title"], counts, why))

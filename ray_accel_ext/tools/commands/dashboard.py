@@ -15,10 +15,12 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import sys
 import time
 from pathlib import Path
 
 from ...cluster.dashboard import TOKEN_ENV, ClusterSource, DashboardRefused, DashboardServer
+from ...cluster.reach import check_reachable, resolve_address
 from ...errors import RayAccelError
 from ._common import port_number
 
@@ -50,17 +52,42 @@ def run(args: argparse.Namespace) -> int:
     import ray  # noqa: F401 - without Ray, say so now instead of serving a page that cannot fill
 
     token = _token(args)
-    source = ClusterSource(args.address)
+    server = listen(ClusterSource(args.address), host=args.host, port=args.port, refresh_s=args.refresh, token=token,
+                    allowed_hosts=args.allow_host)
+    target = resolve_address(args.address)
     try:
-        server = DashboardServer(source.document, host=args.host, port=args.port, refresh_s=args.refresh, token=token,
-                                 allowed_hosts=args.allow_host)
+        if target != "auto":
+            check_reachable(target)  # an address named but dead: exit 1 now, not a page that never fills
+    except RayAccelError:
+        server.close()
+        raise
+    return serve(server, refresh_s=args.refresh)
+
+
+def listen(source: ClusterSource, *, host: str, port: int, **options) -> DashboardServer:
+    """The dashboard's server on ``host:port``, not yet serving; a busy port is a one-line error."""
+    try:
+        return DashboardServer(source.document, host=host, port=port, **options)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise RayAccelError(f"port {args.port} on {args.host} is in use: pick another with --port, or --port 0 "
+            raise RayAccelError(f"port {port} on {host} is in use: pick another with --port, or --port 0 "
                                 "for a free one") from None
-        raise RayAccelError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        raise RayAccelError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def serve(server: DashboardServer, *, refresh_s: float, prefix: str = "ray-accel dashboard") -> int:
+    """Serve until Ctrl-C; say in the terminal when the cluster cannot be read, and when it can again."""
     with server:
-        hint = " (open it once with ?token=... to set the cookie)" if token else ""
-        print(f"ray-accel dashboard: {server.url}{hint} (Ctrl-C to stop)", flush=True)
+        hint = " (open it once with ?token=... to set the cookie)" if server.token else ""
+        print(f"{prefix}: {server.url}{hint} (Ctrl-C to stop)", flush=True)
+        shown = None
         while True:
-            time.sleep(3600)
+            error = server.error
+            if error != shown:
+                if error:
+                    print(f"{prefix}: cannot read the cluster: {error} (the page says so at the top; trying again "
+                          f"every {refresh_s:g} s)", file=sys.stderr, flush=True)
+                elif shown:
+                    print(f"{prefix}: the cluster can be read again", file=sys.stderr, flush=True)
+                shown = error
+            time.sleep(min(refresh_s, 5.0))

@@ -11,6 +11,9 @@ per multi-host fabric domain.
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import os
 import sys
 import tarfile
 import tempfile
@@ -19,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from ...host import is_snapshot_dir
+from ...host.snapshot import metadata_spec
 from ...labels import (
     DISCOVERY,
     FABRIC_DOMAIN,
@@ -30,13 +34,19 @@ from ...labels import (
     SKU,
     key_prefix,
 )
-from ._common import print_json, table
+from ._common import port_number, print_json, table
+
+METADATA_ENDPOINTS = ("GCE_METADATA_HOST", "GCE_METADATA_IP", "AWS_EC2_METADATA_SERVICE_ENDPOINT")
 
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="run a simulated multi-node cluster from bundled host snapshots", description=__doc__)
     p.add_argument("--snapshots", nargs="+", metavar="DIR", help="host snapshot directories (default: the bundled ones)")
     p.add_argument("--format", choices=["table", "json"], default="table", help="output format (default table)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the cluster up afterwards and serve `ray-accel dashboard` on it until Ctrl-C")
+    p.add_argument("--port", type=port_number, default=8266, metavar="N",
+                   help="with --keep: the dashboard's port on 127.0.0.1 (default 8266; 0 picks one)")
     p.set_defaults(func=run)
 
 
@@ -76,7 +86,10 @@ def _run(args: argparse.Namespace, snapshots: list[Path]) -> int:
     fmt = args.format
     started = time.monotonic()
     report: dict = {"nodes": [], "placements": []}
-    with SimulatedCluster() as cluster:
+    with SimulatedCluster() as cluster, contextlib.ExitStack() as stack:
+        server = _listen(args, cluster.address) if args.keep else None  # a busy port fails before the demo
+        if server is not None:
+            stack.callback(server.close)
         head, *workers = snapshots
         _progress(fmt, f"[1/4] starting head node from {head.name} (ray start + hook) ...")
         cluster.add_node(head, name=head.name)
@@ -99,7 +112,7 @@ def _run(args: argparse.Namespace, snapshots: list[Path]) -> int:
                 ", ".join(f"{k}={v:g}" for k, v in sorted(res.items())) or "-",
                 labels.get(SKU, "-"),
                 labels.get(INTERCONNECT, "-"),
-                labels.get(FABRIC_DOMAIN, "-")[:40],
+                labels.get(FABRIC_DOMAIN, "-"),
                 labels.get(DISCOVERY, "-"),
             ))
         if fmt == "table":
@@ -117,11 +130,33 @@ def _run(args: argparse.Namespace, snapshots: list[Path]) -> int:
                 print(f"  {p['what']}\n    selector {p['selector']} -> node {p['node']}")
                 for k, v in p.get("details", {}).items():
                     print(f"      {k}: {v}")
-    report["elapsed_s"] = round(time.monotonic() - started, 1)
-    if fmt == "json":
-        print_json(report)
-    else:
+        report["elapsed_s"] = round(time.monotonic() - started, 1)
+        if fmt == "json":
+            print_json(report)
+        if server is not None:
+            return _keep(args, server, cluster.address)
+    if fmt == "table":
         print(f"\ndone in {report['elapsed_s']}s; cluster stopped")
+    return 0
+
+
+def _listen(args: argparse.Namespace, address: str):
+    from ...cluster.dashboard import ClusterSource
+    from .dashboard import listen
+
+    return listen(ClusterSource(address), host="127.0.0.1", port=args.port, refresh_s=3.0)
+
+
+def _keep(args: argparse.Namespace, server, address: str) -> int:
+    """Serve the dashboard on the demo's cluster until Ctrl-C; the cluster stops when it ends."""
+    from .dashboard import serve
+
+    _progress(args.format, f"\ncluster kept up at {address} (token auth off, as for every demo node): "
+                           f"RAY_AUTH_MODE=disabled ray-accel cluster --address {address}")
+    try:
+        serve(server, refresh_s=3.0, prefix="ray-accel demo: dashboard")
+    except KeyboardInterrupt:
+        _progress(args.format, "stopping the cluster")
     return 0
 
 
@@ -170,3 +205,18 @@ def _place(ray, nodes: list[dict]) -> list[dict]:
         placements.append({"what": "a task inside one multi-host fabric domain", "selector": selector,
                            "node": names.get(got["node"], got["node"])})
     return placements
+
+
+def served_metadata(root: str) -> dict[str, str]:
+    """The variables naming loopback servers that answer with snapshot ``root``'s ``metadata.json``
+    (stopped when the process ends); none where the environment names its own servers."""
+    from ...testing.fake_metadata import MetadataServers
+
+    if not is_snapshot_dir(root) or any(os.environ.get(v) for v in METADATA_ENDPOINTS):
+        return {}
+    spec = metadata_spec(root)
+    if not spec:
+        return {}
+    servers = MetadataServers(spec).start()
+    atexit.register(servers.stop)
+    return servers.env()

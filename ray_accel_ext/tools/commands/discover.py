@@ -18,7 +18,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    inventory = discover(host_for(args))
+    inventory = discover(host_for(args, serve_metadata=True))
     if args.format == "json":
         print_json(inventory.to_dict())
         return 0

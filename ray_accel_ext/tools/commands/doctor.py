@@ -21,7 +21,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    diagnosis = diagnose(host_for(args))
+    diagnosis = diagnose(host_for(args, serve_metadata=True))
     if args.format == "json":
         print_json(diagnosis.to_dict())
         return 0 if diagnosis.healthy else 1

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(marks)
         return 0
-    rows = [(nid[:12], m.get("status"), m.get("baseline", {}).get("accelerators"), m.get("baseline", {}).get("rdma_nics"),
+    rows = [(nid, m.get("status"), m.get("baseline", {}).get("accelerators"), m.get("baseline", {}).get("rdma_nics"),
              "; ".join(m.get("reasons", [])) or "-") for nid, m in sorted(marks.items())]
     print(table(rows, ("node", "status", "accelerators", "rdma nics", "reasons")) if rows else "no monitor has reported yet")
     return 0

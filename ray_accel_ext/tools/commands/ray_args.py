@@ -7,12 +7,12 @@ arguments), ``labels-file`` (YAML for ``--labels-file``), ``env`` (``RAY_OVERRID
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
-from pathlib import Path
 
 from ...node.hook import node_spec
-from ._common import add_format_option, add_root_option, print_json
+from ._common import add_format_option, add_root_option, check_root, print_json, warn_settings
 
 
 def register(sub) -> None:
@@ -23,11 +23,15 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.root and not Path(args.root).is_dir():
-        print(f"ray-accel ray-args: --root {args.root}: not a directory", file=sys.stderr)
-        return 2
+    warn_settings()
+    root = check_root(args.root) if args.root else None
     # The very path the start hook takes, so the output is what Ray would get on this node.
-    spec = node_spec(args.root or None, budget_s=args.budget)
+    environ = None
+    if root:  # a snapshot's recorded metadata served, as the demo's nodes get it
+        from .demo import served_metadata
+
+        environ = {**os.environ, **served_metadata(root)}
+    spec = node_spec(root, budget_s=args.budget, environ=environ)
     if args.format == "json":
         print_json(spec.to_dict())
     elif args.format == "flags":

@@ -137,7 +137,8 @@ function tile(t) {
     if (state.open.has(key)) state.open.delete(key); else state.open.add(key);
     saveHash(); renderOverview(true);
   }}, isOpen ? "Close" : "Open");
-  art.append(el("header", {class: "tile-head"}, el("h3", {}, kindName(t.domain.kind) + " ", el("code", {}, t.domain.id)), toggle));
+  art.append(el("header", {class: "tile-head"}, el("h3", {}, kindName(t.domain.kind)), toggle));
+  art.append(el("p", {class: "tile-id"}, el("code", {}, t.domain.id)));
   art.append(el("p", {class: "meta"}, domainMeta(t.domain, t.nodes, ctx)));
   art.append(isOpen ? el("div", {class: "picture-scroll"}, domainPicture(t.domain, t.nodes, ctx)) : miniPicture(t.domain, t.nodes, ctx));
   return art;
@@ -212,6 +213,10 @@ function renderSummary() {
   const when = state.doc.gathered_at ? new Date(state.doc.gathered_at * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "never";
   $("status").textContent = `Inventory of ${when} (update ${dash.generation || 0}; refreshes every ${dash.refresh_s || 3} s)` +
     (dash.error ? " · last refresh failed: " + dash.error : "");
+  const alert = $("alert");
+  alert.hidden = !dash.error;
+  alert.textContent = !dash.error ? "" : (state.doc.gathered_at ? `The cluster cannot be read now; showing the inventory of ${when}. `
+    : "No Ray cluster could be read, so nothing below describes one. ") + dash.error + ` (tried again every ${dash.refresh_s || 3} s)`;
 }
 
 function render(doc) {

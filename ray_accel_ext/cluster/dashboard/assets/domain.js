@@ -36,13 +36,13 @@ export function chip(node, desc, dev, x, y, ctx) {
   const row = deviceRow(node, desc, dev.index);
   const words = [`${deviceNoun(desc)} ${dev.index} of ${node.hostname}`, row.state];
   if (row.holders.length) words.push("held by " + row.holders.map(h => ctx.holderName(h)).join(", "));
-  if (typeof row.utilization === "number") words.push("utilisation " + pct(row.utilization));
+  if (typeof row.utilization === "number" && row.state !== "missing") words.push("utilisation " + pct(row.utilization));
   const g = svg("g", {class: "chip-g", tabindex: 0, role: "button", "aria-label": words.join(", "),
     onclick: ev => { ev.stopPropagation(); ctx.onDevice(node.node_id, desc.backend, dev.index); },
     onkeydown: ev => { if (ev.key === "Enter") ctx.onDevice(node.node_id, desc.backend, dev.index); }});
   g.append(svg("rect", {class: "chip state-" + row.state, x, y, width: S, height: S, rx: 3,
     "data-node-id": node.node_id, "data-device": desc.backend + ":" + dev.index}, tip(words.join(" · "))));
-  if (typeof row.utilization === "number") {
+  if (typeof row.utilization === "number" && row.state !== "missing") {
     const h = Math.max(1, (S - 4) * Math.min(100, row.utilization) / 100);
     g.append(svg("rect", {class: "util", x: x + S - 5, y: y + S - 2 - h, width: 3, height: h}));
   }
@@ -87,8 +87,9 @@ export function hostBlock(node, x, y, ctx, {title = null} = {}) {
   const h = Math.max(S, ...pos.map(p => p[1] + S)) + 2 * PAD + 16;
   g.append(svg("rect", {class: "host-box status-" + ctx.status(node), x, y, width: w, height: h, rx: 6,
     onclick: () => ctx.onHost(node.node_id)}, tip(node.hostname)));
-  g.append(svg("text", {class: "host-label", x: x + PAD, y: y + 13, onclick: () => ctx.onHost(node.node_id)},
-    (title || node.hostname).slice(0, Math.max(8, Math.floor(w / 6.5)))));
+  const label = title || node.hostname, room = w - 2 * PAD;  // names are never cut: a long one is squeezed to fit
+  const fit = label.length * 6.5 > room ? {textLength: room, lengthAdjust: "spacingAndGlyphs"} : {};
+  g.append(svg("text", {class: "host-label", x: x + PAD, y: y + 13, ...fit, onclick: () => ctx.onHost(node.node_id)}, label));
   const centers = {};
   if (desc) {
     const ox = x + PAD, oy = y + PAD + 16;
@@ -134,15 +135,20 @@ function tpuSlice(domain, nodes, ctx) {
   const shape = dims(domain.topology || (descs.find(d => d && d.fabric) || {fabric: {}}).fabric.topology);
   if (!shape || descs.some(d => !d || !d.devices.every(v => v.coords && v.coords.length >= 2))) return null;
   const [X, Y, Z] = shape;
-  const C = S + 12, panelW = X * C + 30;
+  // A host's extent in chips along x and y: hosts are set apart by a gap, and by a lane above each
+  // row of hosts that holds their worker labels.
+  const extent = k => Math.max(1, ...descs.map(d => { const v = d.devices.map(c => c.coords[k]); return Math.max(...v) - Math.min(...v) + 1; }));
+  const hx = extent(0), hy = extent(1), GAP = 10, LANE = 18;
+  const C = S + 12, panelW = X * C + Math.ceil(X / hx) * GAP + 30;
   const root = svg("g", {});
   const taken = new Set();
   const boxes = {};
-  const pos = (c) => [20 + (c[2] || 0) * panelW + c[0] * C, 40 + c[1] * C];
+  const pos = (c) => [20 + (c[2] || 0) * panelW + c[0] * C + Math.floor(c[0] / hx) * GAP, 40 + c[1] * C + (Math.floor(c[1] / hy) + 1) * LANE];
   for (let z = 0; z < Z; z++) {
     if (Z > 1) root.append(svg("text", {class: "axis", x: 20 + z * panelW, y: 30}, `z = ${z}`));
   }
-  root.append(svg("text", {class: "axis", x: 20, y: 14}, `${domain.topology || X + "x" + Y} chip grid, slice coordinates`));
+  root.append(svg("text", {class: "axis", x: 20, y: 14}, `${domain.topology || X + "x" + Y} grid · chip ids per host`,
+    tip("the slice's chips at their slice coordinates, each host's box labelled by its worker number; a chip's number is its index on its host (TPU_VISIBLE_CHIPS)")));
   nodes.forEach((node, i) => {
     const desc = descs[i];
     const g = svg("g", {class: "host", "data-node-id": node.node_id});
@@ -155,7 +161,7 @@ function tpuSlice(domain, nodes, ctx) {
       boxes[node.node_id] = boxes[node.node_id] || {x: x0, y: y0, w: x1 - x0, h: y1 - y0};
       g.append(svg("rect", {class: "host-box slice status-" + ctx.status(node), x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 6,
         onclick: () => ctx.onHost(node.node_id)}, tip(`${node.hostname} (worker ${worker(node)})`)));
-      g.append(svg("text", {class: "host-tag", x: x0 + 3, y: y1 - 1}, "w" + (worker(node) ?? "?")));
+      g.append(svg("text", {class: "host-tag", x: x0 + 2, y: y0 - 6}, `worker ${worker(node) ?? "?"}`));
     }
     const centers = {};
     for (const d of desc.devices) {
@@ -171,23 +177,32 @@ function tpuSlice(domain, nodes, ctx) {
     if (!taken.has([x, y, z].join(","))) { const [px, py] = pos([x, y, z]); root.append(absent(px, py, S, S, `chip (${x},${y}${Z > 1 ? "," + z : ""}): its host is not in the cluster`)); }
   }
   groups(ctx.key(domain), nodes, boxes, ctx).forEach(g => root.append(g));
-  return {root, w: 20 + Z * panelW, h: 40 + Y * C + 10};
+  return {root, w: 20 + Z * panelW, h: 40 + Y * C + Math.ceil(Y / hy) * LANE + 10};
 }
 
-/** Hosts by their rank in the domain; a host without a rank, or with one another host took, goes after the last. */
+/** Hosts by rank: labelled ranks in place, hosts without one (or a duplicate) in the lowest free slots,
+ * so an 18-tray domain with an unlabelled tray is still 18 slots. */
 function rankedHosts(domain, nodes) {
   const ranked = new Map(), spare = [];
   for (const n of nodes) {
     const w = worker(n);
     if (w === null || ranked.has(w)) spare.push(n); else ranked.set(w, n);
   }
-  let total = Math.max(domain.expected_hosts || 0, ...[...ranked.keys()].map(k => k + 1));
-  for (const n of spare) ranked.set(total++, n);
-  return {ranked, total};
+  const total = Math.max(domain.expected_hosts || 0, nodes.length, ...[...ranked.keys()].map(k => k + 1));
+  let free = 0;
+  for (const n of spare) {
+    while (ranked.has(free)) free++;
+    ranked.set(free, n);
+  }
+  return {ranked, total, unranked: new Set(spare.map(n => n.node_id))};
+}
+
+function rankTitle(order, r, node) {
+  return order.unranked.has(node.node_id) ? `${node.hostname} (no rank label)` : `#${r} ${node.hostname}`;
 }
 
 function nvlinkDomain(domain, nodes, ctx) {
-  const {ranked, total} = rankedHosts(domain, nodes);
+  const order = rankedHosts(domain, nodes), {ranked, total} = order;
   const blocks = {};
   let trayW = 0, trayH = 0;
   for (const n of nodes) { const b = hostBlock(n, 0, 0, ctx); trayW = Math.max(trayW, b.w); trayH = Math.max(trayH, b.h); }
@@ -209,7 +224,7 @@ function nvlinkDomain(domain, nodes, ctx) {
     const x = 28 + col * (trayW + 10), y = 22 + row * rowH + 18;
     const n = ranked.get(r);
     if (!n) { root.append(absent(x, y, trayW, trayH, `tray rank ${r}: not in the cluster`)); continue; }
-    const b = hostBlock(n, x, y, ctx, {title: `#${r} ${n.hostname}`});
+    const b = hostBlock(n, x, y, ctx, {title: rankTitle(order, r, n)});
     blocks[n.node_id] = {x, y, w: b.w, h: b.h};
     for (const c of Object.values(b.centers)) {
       root.append(svg("line", {class: "fabric-link", x1: c[0], y1: c[1] - S / 2, x2: c[0], y2: 22 + row * rowH + 6}));
@@ -228,13 +243,13 @@ function hostsFlow(domain, nodes, ctx, {ranked = false, bar = null} = {}) {
   const order = ranked ? rankedHosts(domain, nodes) : null;
   const slots = ranked ? [...Array(order.total).keys()].map(r => order.ranked.get(r) || r) : nodes;
   let last = null;
-  for (const slot of slots) {
+  for (const [r, slot] of slots.entries()) {
     const b = typeof slot === "number" ? null : hostBlock(slot, 0, 0, ctx);
     const w = b ? b.w : 120, h = b ? b.h : 80;
     if (x + w > maxW && x > 20) { x = 20; y += rowH + (bar ? 34 : 14); rowH = 0; }
     if (!b) root.append(absent(x, y, w, h, `host rank ${slot}: not in the cluster`));
     else {
-      const placed = hostBlock(slot, x, y, ctx, {title: ranked ? `#${worker(slot)} ${slot.hostname}` : null});
+      const placed = hostBlock(slot, x, y, ctx, {title: ranked ? rankTitle(order, r, slot) : null});
       blocks[slot.node_id] = {x, y, w, h};
       if (bar && last) root.append(svg("line", {class: "fabric-link wide", x1: last.x + last.w, y1: last.y + last.h / 2, x2: x, y2: y + h / 2}, tip(bar)));
       root.append(placed.g);

@@ -166,9 +166,10 @@ export function deviceTable(node, desc, ctx) {
       d.coords ? d.coords.join(",") : "–",
       el("span", {class: "badge state-" + r.state}, stateWord(r.state)),
       r.holders.length ? r.holders.map(h => ctx.holderLink(h)) : "–",
-      el("span", {class: "metric"}, pct(r.utilization), " ", sparkline(hist.utilization, {max: 100, label: `utilisation of ${deviceNoun(desc)} ${d.index}`})),
-      el("span", {class: "metric"}, r.memory_used !== undefined ? bytes(r.memory_used) + " / " + bytes(r.memory_total) : "–", " ",
-        sparkline(hist.memory_used, {max: r.memory_total || null, label: `memory of ${deviceNoun(desc)} ${d.index}`})),
+      ...(r.state === "missing" ? ["–", "–"] : [
+        el("span", {class: "metric"}, pct(r.utilization), " ", sparkline(hist.utilization, {max: 100, label: `utilisation of ${deviceNoun(desc)} ${d.index}`})),
+        el("span", {class: "metric"}, r.memory_used !== undefined ? bytes(r.memory_used) + " / " + bytes(r.memory_total) : "–", " ",
+          sparkline(hist.memory_used, {max: r.memory_total || null, label: `memory of ${deviceNoun(desc)} ${d.index}`}))]),
     ];
   });
   return table(`${desc.devices.length} × ${desc.sku.product || desc.sku.name} on ${node.hostname}: ${fabricName(desc.interconnect)}, ${desc.resource_name} ${desc.resource_quantity}`,

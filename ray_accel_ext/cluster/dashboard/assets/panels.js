@@ -16,10 +16,23 @@ function advice(node) {
       el("strong", {}, a.severity + ": "), a.message, el("br"), el("span", {class: "fix"}, "Fix: " + a.fix)))));
 }
 
+/** Devices of ``node`` that left the bus, by Ray resource name: Ray still counts them free. */
+function missingBy(node) {
+  const out = {};
+  for (const d of descsOf(node)) {
+    const gone = ((node.devices || {})[d.backend] || []).filter(r => r && r.state === "missing").length;
+    if (gone && d.resource_name) out[d.resource_name] = (out[d.resource_name] || 0) + gone * (d.resource_quantity / d.devices.length || 1);
+  }
+  return out;
+}
+
 function occupancy(node) {
-  const rows = Object.entries(node.occupancy || {}).map(([res, o]) => [res, String(o.total), String(o.reserved), String(o.used), String(o.free)]);
-  return rows.length ? table("Accelerators of this node: reserved by placement groups, used by tasks and actors outside them, free",
-    ["Resource", "Total", "Reserved", "Used", "Free"], rows, {class: "occupancy"}) : null;
+  const gone = missingBy(node);
+  const rows = Object.entries(node.occupancy || {}).map(([res, o]) => [res, String(o.total), String(o.reserved), String(o.used),
+    String(gone[res] || 0), String(Math.max(0, o.free - (gone[res] || 0)))]);
+  return rows.length ? table("Accelerators of this node: reserved by placement groups, used by tasks and actors outside them, " +
+    "missing (left the bus; Ray still counts them), free",
+    ["Resource", "Total", "Reserved", "Used", "Missing", "Free"], rows, {class: "occupancy"}) : null;
 }
 
 /** The selected device: its state, who holds it (with Ray's pages) and its metrics. */
@@ -35,6 +48,7 @@ function deviceCard(node, ctx) {
   return el("section", {class: "device-card", "aria-label": "selected device"},
     el("h4", {}, `${desc.sku.product || desc.sku.name} ${dev.index} · `, el("span", {class: "badge state-" + row.state}, row.state)),
     el("p", {}, row.holders.length ? ["Held by ", row.holders.map(h => [ctx.holderLink(h), " "])] : "Not held by any task or actor."),
+    row.state === "missing" ? el("p", {class: "meta"}, "No metrics: the device left the bus (the last values Ray exported are not shown).") :
     typeof row.utilization === "number" ? el("p", {class: "metric"}, `utilisation ${Math.round(row.utilization)}% `,
       sparkline(hist.utilization, {width: 160, max: 100, label: "utilisation"}), ` memory ${Math.round(100 * row.memory_used / (row.memory_total || 1))}% `,
       sparkline(hist.memory_used, {width: 160, max: row.memory_total || null, label: "memory used"})) : null);
@@ -96,6 +110,7 @@ export function holderPanel(doc, ctx) {
 
 export function degradedPanel(doc, ctx) {
   const bad = (doc.nodes || []).filter(n => n.degraded);
+  if (!(doc.nodes || []).length) return el("p", {class: "empty"}, "No nodes read.");
   if (!bad.length) return el("p", {class: "empty"}, "None: every node discovered its accelerators fully.");
   return table("Nodes that came up degraded or changed after start: the reason in plain words and the fix",
     ["Host", "Node", "Reason", "Fix"], bad.flatMap(n => (n.advice.length ? n.advice : [{message: "degraded", fix: "–"}]).map(a => [
