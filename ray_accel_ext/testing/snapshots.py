@@ -20,6 +20,7 @@ from typing import Any
 from ..host import FsHost, open_host
 from ..host.snapshot import (
     EXPECTED_FILE,
+    expected_of,
     is_snapshot_dir,
     load_expected,
     metadata_spec,
@@ -29,7 +30,6 @@ from ..host.snapshot import (
 from ..model import NodeInventory
 from ..node.adapter import RayNodeSpec, to_ray_node
 from ..node.discovery import discover
-from ..tools.record import expected_of
 from .fake_metadata import MetadataServers
 
 __all__ = ["snapshot_dirs", "metadata_spec", "serve_snapshot", "run_snapshot", "golden_of", "load_expected", "write_expected"]
@@ -61,7 +61,7 @@ def run_snapshot(
 
 
 def golden_of(inventory: NodeInventory, spec: RayNodeSpec) -> dict[str, Any]:
-    """The golden ``expected.json`` of a discovery result (see :func:`ray_accel_ext.tools.record.expected_of`)."""
+    """The golden ``expected.json`` of a discovery result (see :func:`ray_accel_ext.host.snapshot.expected_of`)."""
     return expected_of(inventory, spec)
 
 
