@@ -25,6 +25,7 @@ from typing import Any
 
 from .errors import RuntimeTopologyError
 from .host import host_from_env
+from .host.protocol import METADATA_ENV
 from .model import Device, Fabric, Nic, NodeDescription, NodeInventory
 from .node.discovery import discover
 from .node.handoff import handed_off_inventory
@@ -66,7 +67,7 @@ def node_inventory(environ: Mapping[str, str] | None = None) -> NodeInventory:
     only (no metadata request)."""
     environ = os.environ if environ is None else environ
     handed = handed_off_inventory(environ)
-    return handed if handed is not None else discover(host_from_env({**environ, "RAY_ACCEL_METADATA": "off"}))
+    return handed if handed is not None else discover(host_from_env({**environ, METADATA_ENV: "off"}))
 
 
 @functools.lru_cache(maxsize=1)

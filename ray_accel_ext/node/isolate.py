@@ -42,11 +42,11 @@ from typing import Any
 
 from ..bounds import bounded_json
 from ..errors import BackendLoadError
+from ..host.protocol import ISOLATION_ENV
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message
 
 __all__ = ["ISOLATION_ENV", "ISOLATION_MODES", "isolation_mode", "can_fork", "Worker"]
 
-ISOLATION_ENV = "RAY_ACCEL_ISOLATION"
 ISOLATION_MODES = ("third-party", "all", "none")
 MAX_OUTPUT_BYTES = 16 << 20
 _POLL_S = 0.05

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..host import FsHost, open_host
+from ..host import ROOT_ENV, FsHost, open_host
 from ..host.snapshot import (
     EXPECTED_FILE,
     expected_of,
@@ -46,7 +46,7 @@ def serve_snapshot(snapshot: str | os.PathLike[str], environ: Mapping[str, str] 
     spec = metadata_spec(snapshot)
     with MetadataServers(spec) as servers:
         env.update(servers.env())
-        env["RAY_ACCEL_ROOT"] = str(Path(snapshot).resolve())
+        env[ROOT_ENV] = str(Path(snapshot).resolve())
         yield env
 
 
@@ -55,7 +55,7 @@ def run_snapshot(
 ) -> tuple[NodeInventory, RayNodeSpec]:
     """Discover a snapshot with its metadata served; the inventory and Ray spec."""
     with serve_snapshot(snapshot, environ) as env:
-        host: FsHost = open_host(env["RAY_ACCEL_ROOT"], environ=env, budget_s=budget_s)
+        host: FsHost = open_host(env[ROOT_ENV], environ=env, budget_s=budget_s)
         inventory = discover(host)
     return inventory, to_ray_node(inventory)
 
