@@ -10,7 +10,7 @@ Inside a Ray task or actor that holds accelerators::
 The devices are matched through the ids Ray assigned (``ray.get_runtime_context()
 .get_accelerator_ids()``), which are the node's device indices for ``GPU``/``TPU`` and core ids for
 ``neuron_cores``. The node's description is the one its start hook published
-(``RAY_ACCEL_NODE_INVENTORY``, inherited from the raylet, :mod:`.handoff`); only without it (a
+(``RAY_ACCEL_NODE_INVENTORY``, inherited from the raylet, :mod:`.node.handoff`); only without it (a
 node started without the hook) is the node described again, once per process, from its own files
 and never from a cloud metadata server (``RAY_ACCEL_METADATA=off``).
 """
