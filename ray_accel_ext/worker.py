@@ -10,7 +10,7 @@ Inside a Ray task or actor that holds accelerators::
 The devices are matched through the ids Ray assigned (``ray.get_runtime_context()
 .get_accelerator_ids()``), which are the node's device indices for ``GPU``/``TPU`` and core ids for
 ``neuron_cores``. The node's description is the one its start hook published
-(``RAY_ACCEL_NODE_INVENTORY``, inherited from the raylet, :mod:`.handoff`); only without it (a
+(``RAY_ACCEL_NODE_INVENTORY``, inherited from the raylet, :mod:`.node.handoff`); only without it (a
 node started without the hook) is the node described again, once per process, from its own files
 and never from a cloud metadata server (``RAY_ACCEL_METADATA=off``).
 """
@@ -18,19 +18,20 @@ and never from a cloud metadata server (``RAY_ACCEL_METADATA=off``).
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import DescriptionError, RuntimeTopologyError
+from .errors import RuntimeTopologyError
 from .host import host_from_env
+from .host.protocol import METADATA_ENV
 from .model import Device, Fabric, Nic, NodeDescription, NodeInventory
 from .node.discovery import discover
-from .node.handoff import NODE_INVENTORY_ENV
+from .node.handoff import handed_off_inventory
 
-__all__ = ["WorkerTopology", "my_devices", "topology_for", "pin_to_local_cpus", "nccl_env", "node_inventory"]
+__all__ = ["WorkerTopology", "my_devices", "topology_for", "pin_to_local_cpus", "nccl_env", "node_inventory",
+           "this_node_inventory"]
 
 
 @dataclass(frozen=True)
@@ -65,18 +66,14 @@ def node_inventory(environ: Mapping[str, str] | None = None) -> NodeInventory:
     """This node's inventory as its start hook published it, else described from local files
     only (no metadata request)."""
     environ = os.environ if environ is None else environ
-    text = environ.get(NODE_INVENTORY_ENV)
-    if text:
-        try:
-            return NodeInventory.from_dict(json.loads(text))
-        except (ValueError, DescriptionError):
-            pass  # not ours or damaged: describe the node below
-    return discover(host_from_env({**environ, "RAY_ACCEL_METADATA": "off"}))
+    handed = handed_off_inventory(environ)
+    return handed if handed is not None else discover(host_from_env({**environ, METADATA_ENV: "off"}))
 
 
 @functools.lru_cache(maxsize=1)
-def _node_inventory() -> NodeInventory:
-    # The node's hardware does not change under a running worker: read it once per process.
+def this_node_inventory() -> NodeInventory:
+    """:func:`node_inventory` read once per process (the hardware does not change under a
+    running worker)."""
     return node_inventory()
 
 
@@ -170,7 +167,7 @@ def my_devices(resource_name: str | None = None) -> WorkerTopology:
         assigned: Mapping[str, list[str]] = ray.get_runtime_context().get_accelerator_ids()
     except ImportError:
         raise RuntimeTopologyError("Ray is not installed") from None
-    inventory = _node_inventory()
+    inventory = this_node_inventory()
     for desc in inventory.descriptions:
         if resource_name not in (None, desc.resource_name):
             continue

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ClusterUnreachable
+from ..host.protocol import ROOT_ENV
 from .inventory import ClusterInventory, assemble
 from .nodes import alive_nodes
 from .reach import CONNECT_TIMEOUT_S, INIT_TIMEOUT_S, bounded_init, check_reachable, resolve_address
@@ -26,7 +27,7 @@ def probe_node() -> dict[str, Any]:
 
     host = host_from_env()
     inventory = discover(host)
-    return {"inventory": inventory.to_dict(), "hostname": hostname(host), "root": os.environ.get("RAY_ACCEL_ROOT"),
+    return {"inventory": inventory.to_dict(), "hostname": hostname(host), "root": os.environ.get(ROOT_ENV),
             "pcie": pcie_paths(host, inventory)}
 
 

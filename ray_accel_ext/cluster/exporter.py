@@ -8,7 +8,7 @@ by ``WorkerId``). This is a named detached actor (``rayaccel-metrics`` in namesp
 ``rayaccel``, zero CPUs, on the head node, restarted when it dies) whose thread reads
 the node table, the claim registry, the health marks and the held placement groups every
 :func:`ray_accel_ext.telemetry.refresh_interval_s` (5 s at Ray's default 10 s export) and sets
-:func:`ray_accel_ext.telemetry.state_series`. A series whose subject is gone (a dead node) is no
+:func:`ray_accel_ext.cluster.state.state_series`. A series whose subject is gone (a dead node) is no
 longer set and leaves the export by Ray's own expiry.
 
 ``reserve()`` and ``Reservation.release()`` start it on first use and ask it to refresh at
@@ -64,6 +64,7 @@ def _exporter_class():
             from ray_accel_ext import telemetry
             from ray_accel_ext.cluster.health import registry_marks
             from ray_accel_ext.cluster.nodes import alive_nodes
+            from ray_accel_ext.cluster.state import state_series
             from ray_accel_ext.placement.claims import claims_registry
             from ray_accel_ext.placement.groups import group_entries
 
@@ -77,7 +78,7 @@ def _exporter_class():
                 # The held groups only, one read each: the whole table grows with every group
                 # ever made (removed ones stay in it).
                 pg_table = group_entries(c["pg"] for c in claims.values() if c.get("pg"))
-                series = telemetry.state_series(nodes, claims, health, pg_table, waiters, tuple(sorted(self._levels)))
+                series = state_series(nodes, claims, health, pg_table, waiters, tuple(sorted(self._levels)))
                 self._levels |= {tags["level"] for tags, _ in series["rayaccel_reserved_domains"]}
                 count = telemetry.set_state(series)
                 self._status.update(refreshes=self._status["refreshes"] + 1, series=count, last_error=None,

@@ -51,6 +51,15 @@ from ..errors import (
     ProviderError,
 )
 from .http import ProtocolError, exchange
+from .protocol import (
+    GCE_METADATA_HOST_ENV,
+    GCE_METADATA_IP_ENV,
+    IMDS_DISABLED_ENV,
+    IMDS_ENDPOINT_ENV,
+    IMDS_MODE_ENV,
+    METADATA_ENV,
+)
+from .protocol import METADATA_TIMEOUT_ENV as TIMEOUT_ENV
 
 if TYPE_CHECKING:
     from .fs import Deadline
@@ -61,11 +70,8 @@ GCE_DEFAULT_HOST = "metadata.google.internal"
 IMDS_DEFAULT_ENDPOINT = "http://169.254.169.254"
 METADATA_NOT_SERVED = "metadata not served"
 IMDS_IPV6_ENDPOINT = "http://[fd00:ec2::254]"
-IMDS_DISABLED_ENV = "AWS_EC2_METADATA_DISABLED"
-IMDS_MODE_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"
 DEFAULT_TIMEOUT_S = 0.5
 MAX_TIMEOUT_S = 30.0
-TIMEOUT_ENV = "RAY_ACCEL_METADATA_TIMEOUT_S"
 MAX_RETRIES = 2
 MAX_BODY_BYTES = 256 * 1024
 MAX_RECURSIVE_BYTES = 1024 * 1024
@@ -96,16 +102,16 @@ class MetadataClient:
         self._imds_token: str | None = None
         self._instance: dict[str, object] | None = None
         # RAY_ACCEL_METADATA=off: never ask (worker processes describing their node again).
-        self.enabled = env.get("RAY_ACCEL_METADATA", "").strip().lower() not in ("off", "0", "false", "no")
+        self.enabled = env.get(METADATA_ENV, "").strip().lower() not in ("off", "0", "false", "no")
         self.calls = 0  # HTTP requests actually sent (benchmarks compare this with Ray's)
 
     # -- endpoints ------------------------------------------------------------------------------
 
     @property
     def gce_base(self) -> str:
-        host = self._env.get("GCE_METADATA_HOST") or self._env.get("GCE_METADATA_IP")
+        host = self._env.get(GCE_METADATA_HOST_ENV) or self._env.get(GCE_METADATA_IP_ENV)
         if not host:
-            self._require_live("GCE_METADATA_HOST", GCE_DEFAULT_HOST)
+            self._require_live(GCE_METADATA_HOST_ENV, GCE_DEFAULT_HOST)
             host = GCE_DEFAULT_HOST
         return host if "://" in host else f"http://{host}"
 
@@ -118,7 +124,7 @@ class MetadataClient:
                 endpoint=IMDS_DISABLED_ENV,
                 attempts=0,
             )
-        endpoint = self._env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+        endpoint = self._env.get(IMDS_ENDPOINT_ENV)
         if not endpoint:
             mode = self._env.get(IMDS_MODE_ENV, "IPv4").strip().lower() or "ipv4"
             if mode not in ("ipv4", "ipv6"):
@@ -128,7 +134,7 @@ class MetadataClient:
                     attempts=0,
                 )
             endpoint = IMDS_IPV6_ENDPOINT if mode == "ipv6" else IMDS_DEFAULT_ENDPOINT
-            self._require_live("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint)
+            self._require_live(IMDS_ENDPOINT_ENV, endpoint)
         return endpoint.rstrip("/")
 
     def _require_live(self, variable: str, default: str) -> None:

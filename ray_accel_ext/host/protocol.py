@@ -23,14 +23,42 @@ __all__ = [
     "budget_from_env",
     "ROOT_ENV",
     "BUDGET_ENV",
+    "GCE_METADATA_HOST_ENV",
+    "GCE_METADATA_IP_ENV",
+    "IMDS_ENDPOINT_ENV",
+    "IMDS_MODE_ENV",
+    "IMDS_DISABLED_ENV",
+    "METADATA_ENV",
+    "METADATA_TIMEOUT_ENV",
+    "AWS_TOPOLOGY_ENV",
+    "EC2_API_ENDPOINT_ENV",
+    "TPU_API_ENDPOINT_ENV",
+    "DISABLE_ENV",
+    "ISOLATION_ENV",
+    "CACHE_DIR_ENV",
     "DEFAULT_BUDGET_S",
     "MAX_BUDGET_S",
     "MAX_READ_BYTES",
     "PASSTHROUGH_ENV",
 ]
 
+# Every environment variable a host passes on is named here once; the modules that read one
+# import its name from here (host/ sits below the wings that read them).
 ROOT_ENV = "RAY_ACCEL_ROOT"
 BUDGET_ENV = "RAY_ACCEL_BUDGET_S"
+GCE_METADATA_HOST_ENV = "GCE_METADATA_HOST"
+GCE_METADATA_IP_ENV = "GCE_METADATA_IP"
+IMDS_ENDPOINT_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT"
+IMDS_MODE_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"
+IMDS_DISABLED_ENV = "AWS_EC2_METADATA_DISABLED"
+METADATA_ENV = "RAY_ACCEL_METADATA"  # "off": no metadata server is asked
+METADATA_TIMEOUT_ENV = "RAY_ACCEL_METADATA_TIMEOUT_S"
+AWS_TOPOLOGY_ENV = "RAY_ACCEL_AWS_TOPOLOGY"  # hw/aws_topology.py
+EC2_API_ENDPOINT_ENV = "RAY_ACCEL_EC2_API_ENDPOINT"  # hw/aws_topology.py
+TPU_API_ENDPOINT_ENV = "RAY_ACCEL_TPU_API_ENDPOINT"  # backends/tpu/api.py
+DISABLE_ENV = "RAY_ACCEL_DISABLE"  # node/registry.py
+ISOLATION_ENV = "RAY_ACCEL_ISOLATION"  # node/isolate.py
+CACHE_DIR_ENV = "RAY_ACCEL_CACHE_DIR"  # hw/topology_cache.py
 DEFAULT_BUDGET_S = 3.0
 # A budget above this is a typo, not a wish (and 1e10 s overflows Thread.join): refused.
 MAX_BUDGET_S = 60.0
@@ -38,20 +66,20 @@ MAX_READ_BYTES = 1 << 20
 # Variables taken from the real process even when the host is a snapshot: they say how to reach
 # the (fake or real) metadata servers and how to run discovery, not what the machine is.
 PASSTHROUGH_ENV = (
-    "GCE_METADATA_HOST",
-    "GCE_METADATA_IP",
-    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-    "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
-    "AWS_EC2_METADATA_DISABLED",
-    "RAY_ACCEL_AWS_TOPOLOGY",
-    "RAY_ACCEL_BUDGET_S",
-    "RAY_ACCEL_DISABLE",
-    "RAY_ACCEL_METADATA",
-    "RAY_ACCEL_METADATA_TIMEOUT_S",
-    "RAY_ACCEL_TPU_API_ENDPOINT",
-    "RAY_ACCEL_EC2_API_ENDPOINT",
-    "RAY_ACCEL_ISOLATION",
-    "RAY_ACCEL_CACHE_DIR",
+    GCE_METADATA_HOST_ENV,
+    GCE_METADATA_IP_ENV,
+    IMDS_ENDPOINT_ENV,
+    IMDS_MODE_ENV,
+    IMDS_DISABLED_ENV,
+    AWS_TOPOLOGY_ENV,
+    BUDGET_ENV,
+    DISABLE_ENV,
+    METADATA_ENV,
+    METADATA_TIMEOUT_ENV,
+    TPU_API_ENDPOINT_ENV,
+    EC2_API_ENDPOINT_ENV,
+    ISOLATION_ENV,
+    CACHE_DIR_ENV,
 )
 
 

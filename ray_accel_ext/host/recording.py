@@ -31,7 +31,14 @@ from ..errors import (
 from ..redact import is_secret_name, redact, scrub_secret_lines
 from . import snapshot as _snapshot
 from .fs import FsHost
-from .protocol import MAX_READ_BYTES, PASSTHROUGH_ENV, ROOT_ENV
+from .protocol import (
+    GCE_METADATA_HOST_ENV,
+    GCE_METADATA_IP_ENV,
+    IMDS_ENDPOINT_ENV,
+    MAX_READ_BYTES,
+    PASSTHROUGH_ENV,
+    ROOT_ENV,
+)
 from .replicate import Replicator
 
 __all__ = ["RecordingHost", "RecordingEnv", "RecordingMetadata", "redact_strings"]
@@ -308,7 +315,7 @@ class RecordingHost:
         metadata, md_secrets = self.metadata.recorded()
         # A backend that looked at the endpoint override (to tell it is on GCE/EC2) must find a
         # server on replay too, even when it asked nothing.
-        for kind, names in (("gce", ("GCE_METADATA_HOST", "GCE_METADATA_IP")), ("ec2", ("AWS_EC2_METADATA_SERVICE_ENDPOINT",))):
+        for kind, names in (("gce", (GCE_METADATA_HOST_ENV, GCE_METADATA_IP_ENV)), ("ec2", (IMDS_ENDPOINT_ENV,))):
             if kind not in metadata and any(n in self.env.read and self.inner.env.get(n) for n in names):
                 metadata[kind] = {}
         if metadata:

@@ -19,15 +19,18 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CommandError, HostReadError
 from .protocol import PASSTHROUGH_ENV
 
+if TYPE_CHECKING:
+    from ..model import NodeInventory
+
 __all__ = [
     "ROOTFS", "ENV_FILE", "METADATA_FILE", "EXPECTED_FILE", "README_FILE", "LIBRARIES_DIR", "COMMANDS_DIR",
     "KEEP_MARKER", "is_snapshot_dir", "snapshot_dirs", "snapshot_env", "recorded_command", "recorded_library",
-    "metadata_spec", "load_expected", "write_json", "keep_empty_directories",
+    "metadata_spec", "load_expected", "expected_of", "write_json", "keep_empty_directories",
 ]
 
 ROOTFS = "rootfs"
@@ -104,6 +107,16 @@ def metadata_spec(snapshot: str | os.PathLike[str]) -> dict[str, Any]:
 def load_expected(snapshot: str | os.PathLike[str]) -> dict[str, Any]:
     """The snapshot's golden ``expected.json``."""
     return json.loads((Path(snapshot) / EXPECTED_FILE).read_text())
+
+
+def expected_of(inventory: NodeInventory, spec: Any) -> dict[str, Any]:
+    """The golden ``expected.json`` of a discovery result and its Ray spec (anything with
+    ``to_dict()``, a :class:`~ray_accel_ext.node.adapter.RayNodeSpec`): the comparable, time-free part."""
+    return {
+        "descriptions": [d.golden_dict() for d in inventory.descriptions],
+        "problems": [{"backend": p.backend, "stage": p.stage, "error": p.error} for p in inventory.problems],
+        "ray": spec.to_dict(),
+    }
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -36,6 +36,8 @@ from ..errors import (
     ProviderTimeout,
 )
 from ..host import Host
+from ..host.protocol import AWS_TOPOLOGY_ENV as ENABLE_ENV
+from ..host.protocol import EC2_API_ENDPOINT_ENV as ENDPOINT_ENV
 from ..model import Location, Problem
 from ..problems import LIBRARY_MISSING, METADATA_ERROR, METADATA_TIMEOUT
 from . import topology_cache
@@ -45,8 +47,6 @@ __all__ = [
     "with_network_topology",
 ]
 
-ENABLE_ENV = "RAY_ACCEL_AWS_TOPOLOGY"
-ENDPOINT_ENV = "RAY_ACCEL_EC2_API_ENDPOINT"
 _THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException"}
 API_TIMEOUT_S = 1.0
 # Budget kept for reading sysfs and building the description after the network lookup.

@@ -27,10 +27,11 @@ from typing import Any
 
 from ..errors import HostReadError
 from ..host import Host
+from ..host.protocol import CACHE_DIR_ENV
 
 __all__ = ["CACHE_DIR_ENV", "BOOT_ID", "load", "store"]
 
-CACHE_DIR_ENV = "RAY_ACCEL_CACHE_DIR"
+
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _MAX_BYTES = 64 * 1024
 _NAME_RE = re.compile(r"[A-Za-z0-9-]{1,64}")

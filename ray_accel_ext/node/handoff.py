@@ -21,7 +21,7 @@ worker process it starts inherit it, ``ray/_private/services.py`` ``start_raylet
 * **The node's description** (:data:`NODE_INVENTORY_ENV`, compact JSON of the
   :class:`~ray_accel_ext.model.NodeInventory`): worker-side helpers
   (:func:`ray_accel_ext.worker.my_devices`, :func:`ray_accel_ext.backends.tpu.worker.my_tpu_chips`) read it
-  instead of describing the node again.
+  back with :func:`handed_off_inventory` instead of describing the node again.
 """
 
 from __future__ import annotations
@@ -29,10 +29,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from ..errors import DescriptionError
 from ..labels import TPU_ATTR_ACCELERATOR_TYPE, is_valid_value, ray_tpu_pod_type
 from ..model import NodeInventory
 
-__all__ = ["MAX_INVENTORY_ENV_BYTES", "NODE_INVENTORY_ENV", "RAY_NONE", "inventory_env", "node_env", "ray_tpu_manager_env"]
+__all__ = [
+    "MAX_INVENTORY_ENV_BYTES",
+    "NODE_INVENTORY_ENV",
+    "RAY_NONE",
+    "handed_off_inventory",
+    "inventory_env",
+    "node_env",
+    "ray_tpu_manager_env",
+]
 
 NODE_INVENTORY_ENV = "RAY_ACCEL_NODE_INVENTORY"
 # Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN); stay well under it.
@@ -98,3 +107,15 @@ def node_env(
         elif "\x00" in value:
             del out[key]
     return out
+
+
+def handed_off_inventory(environ: Mapping[str, str]) -> NodeInventory | None:
+    """The inventory :func:`inventory_env` handed on, read back; None when there is none or it is
+    not ours or damaged."""
+    text = environ.get(NODE_INVENTORY_ENV)
+    if not text:
+        return None
+    try:
+        return NodeInventory.from_dict(json.loads(text))
+    except (ValueError, DescriptionError):
+        return None

@@ -42,12 +42,12 @@ from typing import Any
 
 from ..bounds import bounded_json
 from ..errors import BackendLoadError
+from ..host.protocol import ISOLATION_ENV
 from ..problems import ProblemCode, code_of
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message
 
 __all__ = ["ISOLATION_ENV", "ISOLATION_MODES", "isolation_mode", "can_fork", "Worker"]
 
-ISOLATION_ENV = "RAY_ACCEL_ISOLATION"
 ISOLATION_MODES = ("third-party", "all", "none")
 MAX_OUTPUT_BYTES = 16 << 20
 _POLL_S = 0.05

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
 from ..errors import BackendLoadError
+from ..host.protocol import DISABLE_ENV
 from ..host.regular import special_kind
 from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
 from ..problems import ProblemCode, declare
@@ -60,7 +61,6 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "ray_accel_ext.backends"
-DISABLE_ENV = "RAY_ACCEL_DISABLE"
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _RESOURCE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..host.protocol import GCE_METADATA_HOST_ENV, IMDS_ENDPOINT_ENV, ROOT_ENV
 from ..host.snapshot import snapshot_env
 from .fake_metadata import MetadataServers
 from .ports import free_port, is_port_collision
@@ -101,7 +102,7 @@ class SimulatedCluster:
         system_config: str | None = None,
     ) -> None:
         self.base_env = dict(os.environ if base_env is None else base_env)
-        for key in ("RAY_ADDRESS", "RAY_ACCEL_ROOT", "GCE_METADATA_HOST", "AWS_EC2_METADATA_SERVICE_ENDPOINT"):
+        for key in ("RAY_ADDRESS", ROOT_ENV, GCE_METADATA_HOST_ENV, IMDS_ENDPOINT_ENV):
             self.base_env.pop(key, None)
         self.hook = hook
         self.object_store_bytes = object_store_mb * 1024 * 1024
@@ -146,7 +147,7 @@ class SimulatedCluster:
         servers = None
         if snapshot is not None:
             snapshot = Path(snapshot).resolve()
-            node_env["RAY_ACCEL_ROOT"] = str(snapshot)
+            node_env[ROOT_ENV] = str(snapshot)
             # What the pod/VM environment held (TPU_NAME, ...): Ray's own code in the raylet's
             # workers reads some of it (ray.util.tpu reads TPU_NAME on the slice head).
             node_env.update(snapshot_env(snapshot, {}))

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
+from ..host.protocol import EC2_API_ENDPOINT_ENV
 from .loopback import LoopbackServer
 
 __all__ = ["FakeEc2Api", "FAKE_ACCESS_KEY_ID", "FAKE_SECRET_ACCESS_KEY"]
@@ -68,7 +69,7 @@ class FakeEc2Api(LoopbackServer):
     def env(self) -> dict[str, str]:
         """Variables that point boto3 (through ``ray_accel_ext.hw.aws_topology``) at this fake."""
         return {
-            "RAY_ACCEL_EC2_API_ENDPOINT": self.url,
+            EC2_API_ENDPOINT_ENV: self.url,
             "AWS_ACCESS_KEY_ID": self.access_key_id,
             "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_ACCESS_KEY,
             "AWS_DEFAULT_REGION": self.region,

@@ -45,6 +45,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from ..host.metadata import NAME_DIRS, camel
+from ..host.protocol import GCE_METADATA_HOST_ENV, IMDS_ENDPOINT_ENV
 from .loopback import LoopbackServer
 
 __all__ = ["FakeGceMetadata", "FakeImds", "MetadataServers", "FAULT_CLASSES", "HTML_ERROR_PAGE"]
@@ -234,7 +235,7 @@ class FakeGceMetadata(_Server):
         return _arrays(root)
 
     def env(self) -> dict[str, str]:
-        return {"GCE_METADATA_HOST": self.address}
+        return {GCE_METADATA_HOST_ENV: self.address}
 
 
 def _arrays(node: Any) -> Any:
@@ -294,7 +295,7 @@ class FakeImds(_Server):
         self._send(h, 200, self.values[key], None, fault)
 
     def env(self) -> dict[str, str]:
-        return {"AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://{self.address}"}
+        return {IMDS_ENDPOINT_ENV: f"http://{self.address}"}
 
 
 class MetadataServers:

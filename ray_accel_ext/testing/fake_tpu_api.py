@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from ..host.protocol import TPU_API_ENDPOINT_ENV
 from .loopback import LoopbackServer
 
 __all__ = ["FakeTpuApi"]
@@ -46,7 +47,7 @@ class FakeTpuApi(LoopbackServer):
 
     def env(self) -> dict[str, str]:
         """The variable that points the TPU backend at this server."""
-        return {"RAY_ACCEL_TPU_API_ENDPOINT": self.endpoint}
+        return {TPU_API_ENDPOINT_ENV: self.endpoint}
 
     # -- handling ---------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
+from ..host.protocol import GCE_METADATA_HOST_ENV
 from .fake_metadata import FakeGceMetadata
 
 __all__ = ["BEHAVIOURS", "HostileGce", "nested_json"]
@@ -87,7 +88,7 @@ class HostileGce:
         return f"127.0.0.1:{self._sock.getsockname()[1]}"
 
     def env(self) -> dict[str, str]:
-        return {"GCE_METADATA_HOST": self.address}
+        return {GCE_METADATA_HOST_ENV: self.address}
 
     # -- serving --------------------------------------------------------------------------------
 

@@ -17,9 +17,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..host import FsHost, open_host
+from ..host import ROOT_ENV, FsHost, open_host
 from ..host.snapshot import (
     EXPECTED_FILE,
+    expected_of,
     is_snapshot_dir,
     load_expected,
     metadata_spec,
@@ -29,7 +30,6 @@ from ..host.snapshot import (
 from ..model import NodeInventory
 from ..node.adapter import RayNodeSpec, to_ray_node
 from ..node.discovery import discover
-from ..tools.record import expected_of
 from .fake_metadata import MetadataServers
 
 __all__ = ["snapshot_dirs", "metadata_spec", "serve_snapshot", "run_snapshot", "golden_of", "load_expected", "write_expected"]
@@ -46,7 +46,7 @@ def serve_snapshot(snapshot: str | os.PathLike[str], environ: Mapping[str, str] 
     spec = metadata_spec(snapshot)
     with MetadataServers(spec) as servers:
         env.update(servers.env())
-        env["RAY_ACCEL_ROOT"] = str(Path(snapshot).resolve())
+        env[ROOT_ENV] = str(Path(snapshot).resolve())
         yield env
 
 
@@ -55,13 +55,13 @@ def run_snapshot(
 ) -> tuple[NodeInventory, RayNodeSpec]:
     """Discover a snapshot with its metadata served; the inventory and Ray spec."""
     with serve_snapshot(snapshot, environ) as env:
-        host: FsHost = open_host(env["RAY_ACCEL_ROOT"], environ=env, budget_s=budget_s)
+        host: FsHost = open_host(env[ROOT_ENV], environ=env, budget_s=budget_s)
         inventory = discover(host)
     return inventory, to_ray_node(inventory)
 
 
 def golden_of(inventory: NodeInventory, spec: RayNodeSpec) -> dict[str, Any]:
-    """The golden ``expected.json`` of a discovery result (see :func:`ray_accel_ext.tools.record.expected_of`)."""
+    """The golden ``expected.json`` of a discovery result (see :func:`ray_accel_ext.host.snapshot.expected_of`)."""
     return expected_of(inventory, spec)
 
 

@@ -2,7 +2,8 @@
 
 Discovery runs once on a :class:`~ray_accel_ext.host.recording.RecordingHost`, which writes the
 snapshot (:mod:`ray_accel_ext.host.snapshot` describes the format, secrets are left out as said
-there); this module adds the golden ``expected.json`` and a README saying what machine it is.
+there); this module adds the golden ``expected.json``
+(:func:`~ray_accel_ext.host.snapshot.expected_of`) and a README saying what machine it is.
 
 A snapshot recorded from a snapshot-rooted host (``--root DIR``) gives the same description as
 the original (``tests/tools/test_record.py``). The README and the golden pass through
@@ -18,7 +19,7 @@ import platform
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import HostReadError
 from ..host import FsHost
@@ -26,11 +27,7 @@ from ..host import snapshot as _snapshot
 from ..host.recording import RecordingHost, redact_strings
 from ..redact import redact
 
-if TYPE_CHECKING:
-    from ..model import NodeInventory
-    from ..node.adapter import RayNodeSpec
-
-__all__ = ["record", "expected_of"]
+__all__ = ["record"]
 
 
 def _machine(host: FsHost) -> str:
@@ -64,7 +61,7 @@ def record(host: FsHost, outdir: str | os.PathLike[str], *, command: list[str] |
     inventory = discover(rec)
     summary = rec.write(outdir)
     out = Path(outdir)
-    golden = redact_strings(expected_of(inventory, to_ray_node(inventory)))
+    golden = redact_strings(_snapshot.expected_of(inventory, to_ray_node(inventory)))
     _snapshot.write_json(out / _snapshot.EXPECTED_FILE, golden)
     source = "this machine" if host.live else f"the host rooted at {getattr(host, 'snapshot_dir', None) or host.root}"
     cmd = " ".join(shlex.quote(a) for a in (command or ["ray-accel", "record", str(outdir)]))
@@ -90,12 +87,3 @@ def record(host: FsHost, outdir: str | os.PathLike[str], *, command: list[str] |
     summary["golden"] = golden
     summary["degraded"] = inventory.degraded
     return summary
-
-
-def expected_of(inventory: NodeInventory, spec: RayNodeSpec) -> dict[str, Any]:
-    """The golden ``expected.json`` of a discovery result: its comparable, time-free part."""
-    return {
-        "descriptions": [d.golden_dict() for d in inventory.descriptions],
-        "problems": [{"backend": p.backend, "stage": p.stage, "error": p.error} for p in inventory.problems],
-        "ray": spec.to_dict(),
-    }

@@ -82,6 +82,7 @@ def test_allowed_host_names_are_served():
         assert _get(s, "/", host="other.example")[0] == 421
 
 
+@pytest.mark.needs_ray  # without Ray the command stops at that, before the address check
 def test_beyond_loopback_without_a_token_is_refused(monkeypatch, capsys):
     with pytest.raises(DashboardRefused) as err:
         DashboardServer(lambda: DOC, host="0.0.0.0")

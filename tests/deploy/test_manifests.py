@@ -21,12 +21,11 @@ from ray_accel_ext.backends.tpu.layout import HostFacts, slice_layout
 from ray_accel_ext.backends.tpu.topology import parse_accelerator_type, parse_topology
 from ray_accel_ext.compat import is_supported_ray
 from ray_accel_ext.hw import aws_topology
-from ray_accel_ext.ray_hook import start_hook
+from ray_accel_ext.testing.cluster import HOOK
 from tests.support.kuberay_crd import load_documents
 from tests.support.paths import REPO
 
 DEPLOY = REPO / "deploy" / "kuberay"
-HOOK = f"{start_hook.__module__}.{start_hook.__name__}"
 EXTRA_OF = {"google.com/tpu": "gcp", "nvidia.com/gpu": "nvidia", "aws.amazon.com/neuron": "aws"}
 # GKE TPU node label -> Ray/TPU generation prefix of the accelerator type (hardware.md 4.3)
 GKE_TPU_GENERATION = {"tpu-v6e-slice": "v6e", "tpu-v5-lite-podslice": "v5litepod", "tpu-v5p-slice": "v5p",

@@ -3,15 +3,14 @@ no shipped module importing the test kit, and what vendors import as a visible d
 
 from __future__ import annotations
 
-import ast
 import importlib
 import json
 import os
 from pathlib import Path
 
-from tests.support.paths import REPO, TESTS
+from tests.support.imports import import_sites, module_level_imports, package_modules
+from tests.support.paths import TESTS
 
-PACKAGE = REPO / "ray_accel_ext"
 PUBLIC_API = TESTS / "meta" / "public_api.json"
 # What vendors import (docs/vendors.md): the facade, the contract, the values, the host seam, the
 # errors and the hardware helpers.
@@ -34,45 +33,13 @@ MAY_IMPORT_TESTING = {"ray_accel_ext.tools.commands.demo"}
 
 
 def _modules() -> dict[str, Path]:
-    out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(REPO).with_suffix("")
-        if "data" in rel.parts:
-            continue  # snapshot builders shipped as conformance data
-        parts = list(rel.parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
+    return package_modules()
 
 
 def _imports(name: str, path: Path) -> set[str]:
-    """Package modules ``name`` imports at module level (function-level imports are lazy by design)."""
-    tree = ast.parse(path.read_text())
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in tree.body:
-        stmts = [node]
-        if isinstance(node, ast.If):  # `if TYPE_CHECKING:` blocks do not run
-            continue
-        if isinstance(node, ast.Try):
-            stmts = node.body
-        for st in stmts:
-            if isinstance(st, ast.Import):
-                found |= {a.name for a in st.names if a.name.startswith("ray_accel_ext")}
-            elif isinstance(st, ast.ImportFrom):
-                if st.level:
-                    base = package.split(".")
-                    base = base[: len(base) - (st.level - 1)]
-                    mod = ".".join(base + ([st.module] if st.module else []))
-                else:
-                    mod = st.module or ""
-                if not mod.startswith("ray_accel_ext"):
-                    continue
-                found.add(mod)
-                for alias in st.names:  # `from . import x` imports module x
-                    found.add(f"{mod}.{alias.name}")
-    return found
+    """Package modules ``name`` imports at module level (the cycle check; function-level imports
+    are lazy and cannot form an import-time cycle)."""
+    return module_level_imports(name, path)
 
 
 def test_no_module_is_long():
@@ -113,18 +80,9 @@ def test_shipped_modules_do_not_import_the_test_kit():
     for name, path in _modules().items():
         if name.startswith(("ray_accel_ext.testing", "ray_accel_ext.conformance")) or name in MAY_IMPORT_TESTING:
             continue
-        tree = ast.parse(path.read_text())
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                base = package.split(".")
-                mod = ".".join(base[: len(base) - (node.level - 1)] + [node.module or ""]) if node.level else node.module or ""
-                if mod.startswith("ray_accel_ext.testing"):
-                    offenders[name] = mod
-            elif isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name.startswith("ray_accel_ext.testing"):
-                        offenders[name] = a.name
+        for site in import_sites(name, path):
+            if site.base.startswith("ray_accel_ext.testing"):
+                offenders[name] = site.base
     assert not offenders, f"shipped modules import ray_accel_ext.testing: {offenders}"
 
 

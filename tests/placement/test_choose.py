@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ray_accel_ext.cluster.state import inventory_metrics
 from ray_accel_ext.errors import NoDomainAvailable, RayVersionError, SchedulingError, WouldSplitDomain
 from ray_accel_ext.placement import DomainRequest, choose_domain, match_selector, node_views, use_topology_strategy
-from ray_accel_ext.telemetry import TELEMETRY_LOGGER, inventory_metrics, placement_event
+from ray_accel_ext.telemetry import TELEMETRY_LOGGER, placement_event
 
 FABRIC = "rayaccel.io/fabric-domain"
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ray_accel_ext.telemetry import REASON_CLASSES, STATE_GAUGES, refresh_interval_s, state_series
+from ray_accel_ext.cluster.state import state_series
+from ray_accel_ext.telemetry import REASON_CLASSES, STATE_GAUGES, refresh_interval_s
 
 FABRIC = "rayaccel.io/fabric-domain"
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("ray")  # labels are checked by Ray's own parser (tests/support/reliability.py)
+
 from ray_accel_ext.host import PASSTHROUGH_ENV, open_host
 from ray_accel_ext.node.adapter import to_ray_node
 from ray_accel_ext.node.discovery import discover

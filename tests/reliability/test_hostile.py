@@ -24,6 +24,8 @@ import time
 import psutil
 import pytest
 
+pytest.importorskip("ray")  # labels are checked by Ray's own parser (tests/support/reliability.py)
+
 from ray_accel_ext.bounds import ascii_uint, bounded_json, setting
 from ray_accel_ext.host import FsHost, open_host
 from ray_accel_ext.host.metadata import MetadataClient

@@ -15,6 +15,9 @@ import logging
 import time
 
 import pytest
+
+pytest.importorskip("ray")  # the hook runs with Ray's own RayParams; labels checked by Ray's parser
+
 from ray._private.parameter import RayParams
 
 from ray_accel_ext.errors import ProviderError

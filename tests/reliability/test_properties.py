@@ -18,6 +18,9 @@ import time
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+
+pytest.importorskip("ray")  # labels are checked by Ray's own parser (tests/support/reliability.py)
+
 from ray._private.parameter import RayParams
 
 from ray_accel_ext.backends.amd_gpu import kfd

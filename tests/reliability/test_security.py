@@ -25,6 +25,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+pytest.importorskip("ray")  # labels are checked by Ray's own parser
+
 from ray._private.label_utils import parse_node_labels_string
 from ray._private.parameter import RayParams
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("ray")  # labels are checked by Ray's own parser (tests/support/reliability.py)
+
 from ray_accel_ext.ray_hook import node_spec
 from ray_accel_ext.testing.corrupt import KINDS, make_variants, remove_copy
 from ray_accel_ext.testing.fake_metadata import FAULT_CLASSES, MetadataServers

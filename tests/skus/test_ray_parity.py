@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest.importorskip("ray")  # compared with the installed Ray's own accelerator managers
+
 from ray_accel_ext import skus
 from ray_accel_ext.skus import ray_names
 

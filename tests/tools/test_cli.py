@@ -86,6 +86,7 @@ def test_usage_errors_are_one_line_and_status_2(argv, message):
     assert message in _one_error_line(proc)
 
 
+@pytest.mark.needs_ray  # the dashboard command checks for Ray before it binds the port
 def test_busy_port_is_one_line_and_status_1():
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))

@@ -287,6 +287,7 @@ def test_tpu_generation_without_a_layout_is_not_called_unknown(sku_dir, monkeypa
     assert {d["memory_bytes"] for d in desc["devices"]} == {64 << 30}
 
 
+@pytest.mark.needs_ray  # without Ray the doctor rightly reports it missing: a finding
 def test_extra_sku_file_describes_the_unknown_device(sku_dir, monkeypatch, capsys):
     from ray_accel_ext import skus
 

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ...errors import ProviderError
+from ...host.protocol import TPU_API_ENDPOINT_ENV as ENDPOINT_ENV
 
 if TYPE_CHECKING:
     from ...host import Deadline
 
 __all__ = ["ENDPOINT_ENV", "TpuNode", "available", "enabled", "find_node"]
 
-ENDPOINT_ENV = "RAY_ACCEL_TPU_API_ENDPOINT"
 TIMEOUT_ENV = "RAY_ACCEL_TPU_API_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1.0
 MAX_RETRIES = 2

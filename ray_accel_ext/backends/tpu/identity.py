@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from ...errors import ProviderError
 from ...host import Host
+from ...host.protocol import GCE_METADATA_HOST_ENV, GCE_METADATA_IP_ENV
 from ...hw.cloud import cloud_provider
 from ...model import Location, Problem
 from ...problems import METADATA_ERROR
@@ -81,7 +82,7 @@ def gke_environment(env: Mapping[str, str]) -> bool:
 
 
 def _metadata_allowed(host: Host) -> bool:
-    return cloud_provider(host) == "gcp" or bool(host.env.get("GCE_METADATA_HOST") or host.env.get("GCE_METADATA_IP"))
+    return cloud_provider(host) == "gcp" or bool(host.env.get(GCE_METADATA_HOST_ENV) or host.env.get(GCE_METADATA_IP_ENV))
 
 
 def _from_env(env: Mapping[str, str]) -> SliceInfo:

@@ -26,7 +26,7 @@ from typing import Any
 from ...errors import RuntimeTopologyError
 from ...labels import PROJECT_PREFIX, RAY_PREFIX
 from ...model import Device, Fabric, Link
-from ...worker import WorkerTopology, _node_inventory, my_devices
+from ...worker import WorkerTopology, my_devices, this_node_inventory
 
 __all__ = ["TpuWorkerInfo", "my_tpu_chips", "tpu_info_from"]
 
@@ -132,6 +132,6 @@ def my_tpu_chips() -> TpuWorkerInfo:
     import ray
 
     topology = my_devices("TPU")
-    desc = next((d for d in _node_inventory().descriptions if d.resource_name == "TPU"), None)
+    desc = next((d for d in this_node_inventory().descriptions if d.resource_name == "TPU"), None)
     labels = ray.get_runtime_context().get_node_labels() if topology.fabric is None else None
     return tpu_info_from(topology, desc.links if desc else (), labels)

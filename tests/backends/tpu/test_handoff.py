@@ -15,6 +15,9 @@ import os
 import threading
 
 import pytest
+
+pytest.importorskip("ray")  # the hook runs with Ray's own RayParams
+
 from ray._private.parameter import RayParams
 
 from ray_accel_ext.model import NodeInventory

@@ -24,6 +24,8 @@ from collections import Counter
 
 import pytest
 
+pytest.importorskip("ray")  # compared with what Ray's own TPU manager derives
+
 from ray_accel_ext.backends.tpu.topology import parse_accelerator_type, parse_topology
 from ray_accel_ext.errors import TopologyStringError
 from ray_accel_ext.testing.fake_metadata import MetadataServers
