@@ -185,6 +185,7 @@ def _case_of(snapshot) -> Case:
     attrs = {} if hangs else {k.rpartition("/")[2]: v for k, v in gce.items() if k.startswith("instance/attributes/")}
     facts = {
         "gce-gvnic-nvme-no-tpu": (None, 0, 1), "gce-v4-8-dev-accel": ("v4", 4, 0),
+        "amd-ipu-dev-accel-no-tpu": (None, 0, 0),
         "gce-v5litepod-8-single-host": ("v5litepod", 8, 0), "gce-v5p-16-worker1": ("v5p", 4, 0),
         "gce-v6e-4-metadata-timeout": ("v6e", 4, 0), "gke-tpu7x-4chip-single-host": ("tpu7x", 4, 0),
         "gke-v6e-4x4-worker0": ("v6e", 4, 0), "gke-v6e-4x4-worker3": ("v6e", 4, 0),

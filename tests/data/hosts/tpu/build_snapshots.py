@@ -376,6 +376,42 @@ Synthetic, built by `build_snapshots.py`.
     )
 
 
+def amd_ipu_dev_accel() -> None:
+    tree = Tree("amd-ipu-dev-accel-no-tpu")
+    _write(tree.root / "sys/class/dmi/id/sys_vendor", "LENOVO\n")
+    _write(tree.root / "sys/class/dmi/id/product_name", "21K5CTO1WW\n")
+    _write(tree.root / "proc/sys/kernel/hostname", "ryzen-ai-laptop\n")
+    # AMD Ryzen AI (Phoenix) IPU: 1022:1502, class 0x118000 (signal processing controller), as
+    # pci.ids and the amdxdna driver's device table list it; a bare /dev/accel0 node beside it.
+    tree.pci("0000:c4:00.1", "0x1022", "0x1502", "0x118000", numa=-1, cpus="0-15", subsystem=("0x17aa", "0x50c1"))
+    tree.pci("0000:c3:00.0", "0x1002", "0x15bf", "0x030000", numa=-1, cpus="0-15", subsystem=("0x17aa", "0x50c1"))
+    tree.accel(1)
+    tree.files(
+        env={},
+        metadata={"gce": {}},  # served, so that a test can count that nothing asks it
+        readme="""
+# A laptop whose /dev/accel0 is an AMD IPU, not a TPU
+
+Reproduces https://github.com/ray-project/ray/issues/45302 (comment of 2025-12-16: "Ray's TPU
+detector incorrectly identifies `/dev/accel0` (an AMD IPU Device) as a TPU because it matches
+`/dev/accel*`"; the issue itself is the same false TPU on a Gaudi HPU-only node). Ray's TPU
+manager counts `glob("/dev/accel*")`, publishes `TPU: 1`, and then asks the GCE metadata server
+for the accelerator type.
+
+- DMI: `LENOVO` (not Google Compute Engine), so no metadata server is asked (the snapshot serves
+  an empty GCE metadata server only so that a test can count that nothing asks it).
+- PCI (visible): an AMD Ryzen AI IPU (`1022:1502`, class `0x118000`) and the integrated Radeon
+  (`1002:15bf`); no Google (`0x1ae0`) function.
+- `/dev/accel0`: a bare node (the IPU's accel device).
+
+No TPU must be found: `/dev/accel*` counts as TPU chips only where sysfs shows no PCI function
+at all (a container without `/sys/bus/pci`).
+
+Synthetic, built by `build_snapshots.py`.
+""",
+    )
+
+
 def gce_metadata_timeout() -> None:
     tree = Tree("gce-v6e-4-metadata-timeout")
     _v6e_host(tree, "t1v-n-77aa0e11-w-0")
@@ -472,6 +508,7 @@ def main() -> int:
     tpu7x_4chip()
     gce_v4_8_accel()
     gvnic_nvme_only()
+    amd_ipu_dev_accel()
     gce_metadata_timeout()
     gce_unknown_id()
     gke_unknown_id_typed()
