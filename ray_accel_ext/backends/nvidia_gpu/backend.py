@@ -146,6 +146,8 @@ class NvidiaGPUBackend(AcceleratorBackend):
         location = _location(host, problems, platform)
 
         attributes = {f"{self.label_prefix}/nvml": "present" if reading is not None else "absent"}
+        if reading is not None and reading.get("binding"):
+            attributes[f"{self.label_prefix}/nvml-binding"] = str(reading["binding"])
         if reading is not None and reading.get("driver_version"):
             attributes[f"{self.label_prefix}/driver-version"] = str(reading["driver_version"])
         if links:

@@ -33,8 +33,10 @@ Readings recorded before it was read have no ``platform`` key.
 
 Only active links are listed. ``NVML_ERROR_NOT_SUPPORTED`` for a field gives ``null`` (PCIe GPUs
 have no fabric); any other per-call error is kept in ``errors`` so the node can say it is degraded.
-No driver (``NVMLError_LibraryNotFound``, ``NVMLError_DriverNotLoaded``) or no ``pynvml`` module
-means "no NVML": ``read_live`` returns ``None``.
+No driver (``NVMLError_LibraryNotFound``, ``NVMLError_DriverNotLoaded``) or no binding (neither
+``nvidia-ml-py``'s ``pynvml`` nor Ray's bundled copy) means "no NVML": ``read_live`` returns
+``None``. A live reading also says which binding read it (``"binding"``: ``nvidia-ml-py`` or
+``ray-bundled``); recordings made before that have no such key.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from typing import Any
 
 from .._reading import reading_devices
 
-__all__ = ["FORMAT_VERSION", "read_live", "sysfs_address", "validate"]
+__all__ = ["BINDINGS", "FORMAT_VERSION", "import_binding", "read_live", "sysfs_address", "validate"]
 
 FORMAT_VERSION = 1
 
@@ -119,12 +121,37 @@ def validate(reading: Any) -> list[str]:
 # -- live reading over nvidia-ml-py ---------------------------------------------------------------
 
 
+# Where a reading's NVML binding came from: the ``nvidia-ml-py`` package (module ``pynvml``), else the
+# copy Ray ships (``ray._private.thirdparty.pynvml``, reference/hardware.md 3.5), so a node without
+# the package still reads NVLink and the multi-node NVLink domain where Ray is installed.
+BINDINGS = (("pynvml", "nvidia-ml-py"), ("ray._private.thirdparty.pynvml", "ray-bundled"))
+
+
+def import_binding() -> tuple[Any, str] | tuple[None, None]:
+    """(module, name) of the first NVML binding that imports, in :data:`BINDINGS` order."""
+    import importlib
+
+    for module_name, name in BINDINGS:
+        try:
+            return importlib.import_module(module_name), name
+        except ImportError:
+            continue
+    return None, None
+
+
 def read_live() -> dict[str, Any] | None:
-    """Read NVML on this machine; None when there is no NVML (no module, library or driver)."""
-    try:
-        import pynvml
-    except ImportError:
+    """Read NVML on this machine; None when there is no NVML (no binding, library or driver).
+    The reading's ``binding`` says which of :data:`BINDINGS` read it."""
+    pynvml, binding = import_binding()
+    if pynvml is None:
         return None
+    reading = _read_with(pynvml)
+    if reading is not None:
+        reading["binding"] = binding
+    return reading
+
+
+def _read_with(pynvml: Any) -> dict[str, Any] | None:
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:

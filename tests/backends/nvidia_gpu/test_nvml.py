@@ -126,3 +126,26 @@ def test_live_reader_on_this_machine_is_none_or_valid():
     """Runs the real reader against whatever NVML this machine has (none on CI runners)."""
     reading = _nvml.read_live()
     assert reading is None or _nvml.validate(reading) == []
+
+
+def test_without_nvidia_ml_py_rays_bundled_pynvml_reads_nvml(monkeypatch):
+    """No ``pynvml`` module (nvidia-ml-py not installed) but Ray installed: NVML is read through
+    Ray's bundled copy, and the reading says so (so NVLink and the NVLink domain are not lost)."""
+    import sys
+
+    pytest.importorskip("ray._private.thirdparty.pynvml")
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    module, binding = _nvml.import_binding()
+    assert binding == "ray-bundled" and module.__name__ == "ray._private.thirdparty.pynvml"
+    reading = _nvml.read_live()  # no driver here: None, else a reading that names its binding
+    assert reading is None or (reading["binding"] == "ray-bundled" and _nvml.validate(reading) == [])
+
+
+def test_binding_of_a_live_reading_is_published(h100):
+    path = h100 / "libraries" / "nvml.json"
+    reading = json.loads(path.read_text())
+    reading["binding"] = "ray-bundled"
+    path.write_text(json.dumps(reading))
+    inventory, desc = describe(h100)
+    assert desc.attributes["nvidia.rayaccel.io/nvml-binding"] == "ray-bundled"
+    assert desc.links and not inventory.degraded
