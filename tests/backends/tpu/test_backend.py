@@ -196,9 +196,9 @@ def test_dev_accel0_beside_a_visible_non_google_pci_tree_is_no_tpu():
     GCE metadata. Where sysfs shows PCI functions and none is Google's, no TPU is found and the
     metadata server (served by the snapshot) is asked nothing."""
     from ray_accel_ext.host import open_host
+    from ray_accel_ext.host.snapshot import metadata_spec
     from ray_accel_ext.node.discovery import discover
     from ray_accel_ext.testing.fake_metadata import MetadataServers
-    from ray_accel_ext.host.snapshot import metadata_spec
 
     snapshot = HOSTS / "tpu" / "amd-ipu-dev-accel-no-tpu"
     with MetadataServers(metadata_spec(snapshot)) as servers:
