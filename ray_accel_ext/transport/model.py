@@ -100,6 +100,7 @@ class HostView(NamedTuple):
     described: bool
     topology: int = 0
     nic_kinds: frozenset = frozenset()
+    cpu_link: str = ""  # "c2c" where the devices reach their CPU over NVLink-C2C (Grace)
 
     def devices_of(self, units: Sequence[int]) -> tuple[Device, ...]:
         """The devices that hold ``units``, in first-seen order (empty when not described)."""
