@@ -68,8 +68,54 @@ def build_gb200_tray_sglang() -> None:
     t.nvml({"format": 1, "driver_version": "570.172.08", "error": None, "devices": devices})
 
 
+# -- 8x B200 HGX with GPU2's NVLinks down, as vllm-project/vllm#16336 captured it ---------------------
+
+B200_SOCKET_CPUS = {0: "0-55,112-167", 1: "56-111,168-223"}
+INTEL = _base.INTEL
+BROADCOM = _base.BROADCOM
+
+
+def build_b200_nvlink_down() -> None:
+    t = Tree("b200-8gpu-nvlink-down")
+    t.hostname("b200-16336")
+    t.env()
+    gpus = []
+    # GPU k and NIC k share a PCIe switch, the GPU one leaf switch further down (PXB); every GPU
+    # on its own root complex (GPU-GPU over PCIe: NODE on one socket, SYS across).
+    for k in range(8):
+        socket = k // 4
+        bus = 0x10 + 0x20 * k
+        rc, b = f"pci0000:{bus:02x}", (lambda off, bus=bus: f"0000:{bus + off:02x}")
+        root, usp, dsp0, dsp1 = f"{b(0)}:01.0", f"{b(1)}:00.0", f"{b(2)}:00.0", f"{b(2)}:01.0"
+        leaf_usp, leaf_dsp, gpu, nic = f"{b(3)}:00.0", f"{b(4)}:00.0", f"{b(5)}:00.0", f"{b(6)}:00.0"
+        t.function(rc, [root], INTEL, "0x352a", BRIDGE, numa=socket)
+        for chain in ([root, usp], [root, usp, dsp0], [root, usp, dsp1], [root, usp, dsp0, leaf_usp],
+                      [root, usp, dsp0, leaf_usp, leaf_dsp]):
+            t.function(rc, chain, BROADCOM, "0xc030", BRIDGE)
+        t.function(rc, [root, usp, dsp0, leaf_usp, leaf_dsp, gpu], NVIDIA, "0x2901", "0x030200", numa=socket,
+                   cpus=B200_SOCKET_CPUS[socket], subsys=(NVIDIA, "0x1999"))
+        path = t.function(rc, [root, usp, dsp1, nic], MELLANOX, "0x1021", "0x020700", numa=socket,
+                          cpus=B200_SOCKET_CPUS[socket], subsys=(MELLANOX, "0x0023"))
+        t.ib(path, f"mlx5_{k}", f"ibp{bus + 6}s0")
+        gpus.append(gpu)
+    # NIC8-NIC11: two more per socket, each on its own root complex (NODE to that socket's GPUs).
+    for n, (bus, socket) in enumerate(((0x08, 0), (0x09, 0), (0x88, 1), (0x89, 1)), start=8):
+        rc, root, nic = f"pci0000:{bus:02x}", f"0000:{bus:02x}:01.0", f"0000:{bus + 1:02x}:00.0"
+        t.function(rc, [root], INTEL, "0x352a", BRIDGE, numa=socket)
+        path = t.function(rc, [root, nic], MELLANOX, "0x1021", "0x020000", numa=socket, cpus=B200_SOCKET_CPUS[socket],
+                          subsys=(MELLANOX, "0x0023"))
+        t.ib(path, f"mlx5_{n}", f"enp{bus + 1}s0np0", layer="Ethernet", rate="200 Gb/sec (4X HDR)")
+    devices = []
+    for i, bdf in enumerate(sorted(gpus)):
+        # 18 NVLink5 links to the board's NVSwitch chips; GPU2's are all down (none active).
+        links = [] if i == 2 else [{"link": l, "version": 7, "remote_bus_id": None, "remote_type": 2} for l in range(18)]
+        fabric = {"state": 3, "status": 0, "cluster_uuid": "00000000-0000-0000-0000-000000000000", "clique_id": 0}
+        devices.append(nvml_device(i, bdf, "NVIDIA B200", 183359, links, fabric))
+    t.nvml({"format": 1, "driver_version": "570.124.06", "error": None, "devices": devices})
+
+
 def main() -> None:
-    for build in (build_gb200_tray_sglang,):
+    for build in (build_gb200_tray_sglang, build_b200_nvlink_down):
         build()
         print("built", build.__name__)
 
