@@ -24,6 +24,7 @@ from ...host import Host
 from ...hw.cloud import cloud_provider
 from ...model import Location
 from . import api as tpu_api
+from .processes import kuberay_indices, process_layout
 
 __all__ = ["RAY_TPU_ENV", "SliceInfo", "gke_environment", "parse_tpu_env", "provider_lookup", "slice_info"]
 
@@ -63,6 +64,7 @@ class SliceInfo:
     state: str | None = None
     health: str | None = None
     metadata_failed: bool = False  # the one metadata read failed: nothing else is asked of it
+    processes_per_host: int = 1  # TPU processes (GKE TPU7x containers) on one host (.processes)
 
     def set(self, attr: str, value: str | None, source: str) -> None:
         """Set ``attr`` from ``source`` unless an earlier source already gave it."""
@@ -94,6 +96,20 @@ def _from_env(env: Mapping[str, str]) -> SliceInfo:
         info.hostnames = names
         info.sources["hostnames"] = "env"
     return info
+
+
+def _from_webhook(info: SliceInfo, env: Mapping[str, str], problems: list[str]) -> None:
+    """The multi-container process list (TPU7x) and KubeRay's indices (:mod:`.processes`)."""
+    layout = process_layout(env, problems)
+    if layout is not None:
+        # The slice's workers are its TPU processes; TPU_WORKER_HOSTNAMES lists only the pods.
+        info.hostnames = layout.addresses
+        info.sources["hostnames"] = "env TPU_PROCESS_ADDRESSES"
+        info.processes_per_host = layout.per_host
+    _, host_index, replica_name = kuberay_indices(env, problems)
+    if info.processes_per_host == 1 and host_index is not None:
+        info.set("worker_id", str(host_index), "kuberay")
+    info.set("name", replica_name, "kuberay")
 
 
 # The instance keys read; all come from the one recursive read (MetadataClient.gce serves them).
@@ -133,6 +149,7 @@ def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[str
 def slice_info(host: Host, problems: list[str]) -> SliceInfo:
     """Slice identity from GKE variables, then (not on GKE) the one recursive metadata read."""
     info = _from_env(host.env)
+    _from_webhook(info, host.env, problems)
     if gke_environment(host.env):
         info.sources["metadata"] = "not asked (GKE variables)"
         return info

@@ -194,6 +194,7 @@ def _case_of(snapshot) -> Case:
     facts = {
         "gce-gvnic-nvme-no-tpu": (None, 0, 1), "gce-v4-8-dev-accel": ("v4", 4, 0),
         "amd-ipu-dev-accel-no-tpu": (None, 0, 0),
+        "gke-tpu7x-16-two-container-c0": ("tpu7x", 2, 0), "gke-tpu7x-16-two-container-c1": ("tpu7x", 2, 0),
         "gce-v5litepod-8-single-host": ("v5litepod", 8, 0), "gce-v5p-16-worker1": ("v5p", 4, 0),
         "gce-v6e-4-metadata-timeout": ("v6e", 4, 0), "gke-tpu7x-4chip-single-host": ("tpu7x", 4, 0),
         "gke-v6e-4x4-worker0": ("v6e", 4, 0), "gke-v6e-4x4-worker3": ("v6e", 4, 0),
