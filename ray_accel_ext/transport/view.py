@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from operator import attrgetter
 
-from ..labels import FABRIC_DOMAIN, FABRIC_HOSTS, FABRIC_WORKER, FAMILIES, GPU_DOMAIN, INTERCONNECT, VENDOR
+from ..labels import FABRIC_DOMAIN, FABRIC_HOSTS, FABRIC_WORKER, FAMILIES, GPU_DOMAIN, INTERCONNECT, TPU_ATTR_PREFIX, VENDOR
 from ..labels import TPU_SLICE_NAME as TPU_SLICE
 from ..model import NodeDescription
 from .model import HostFacts, HostView, TransportPlanError
@@ -58,6 +58,16 @@ def cpu_link_of(desc: NodeDescription) -> str:
     return next((v for k, v in desc.attributes.items() if k.endswith("/cpu-link")), "")
 
 
+def _processes_of(desc: NodeDescription) -> tuple[int, int]:
+    """(process index, processes per host) of a TPU node whose host runs several TPU processes
+    (GKE TPU7x containers, ``tpu.rayaccel.io/process-index``), else (0, 1)."""
+    attrs = desc.attributes
+    try:
+        return int(attrs.get(f"{TPU_ATTR_PREFIX}/process-index", 0)), int(attrs.get(f"{TPU_ATTR_PREFIX}/processes-per-host", 1))
+    except ValueError:
+        return 0, 1
+
+
 def _units_in_order(desc: NodeDescription) -> tuple[tuple[int, ...], dict[int, int]]:
     """Every unit id of ``desc`` in topology order, and unit -> device index."""
     order = device_order(desc.devices, desc.links)
@@ -98,8 +108,9 @@ def view_of(facts: HostFacts, cache: dict | None = None) -> HostView:
         fabric_hosts = fabric.hosts if fabric else labels_int(labels, FABRIC_HOSTS, 1)
         devices, nics = desc.devices, {nic.name: nic for nic in desc.nics}
         cpu_link = cpu_link_of(desc)
+        process_index, per_host = _processes_of(desc)
     else:
-        cpu_link = ""
+        cpu_link, process_index, per_host = "", 0, 1
         total = int(facts.resources.get(resource, 0)) if resource else 0
         all_units, owner = tuple(range(total)), {}
         vendor = labels.get(VENDOR, "")
@@ -140,6 +151,8 @@ def view_of(facts: HostFacts, cache: dict | None = None) -> HostView:
         topology=topology,
         nic_kinds=nic_kinds,
         cpu_link=cpu_link,
+        process_index=process_index,
+        processes_per_host=per_host,
     )
 
 
