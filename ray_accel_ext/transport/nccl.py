@@ -32,7 +32,7 @@ RCCL: https://rocm.docs.amd.com/projects/rccl/en/latest/api-reference/env-variab
 
 from __future__ import annotations
 
-from .context import PlanContext, nearest_nics, worst_path
+from .context import PlanContext, c2c_nics, nearest_nics, worst_path
 from .model import HostView
 
 __all__ = ["VARIABLES", "IDENTITY", "library", "applies", "host_env", "unit_env", "rank_env"]
@@ -72,26 +72,15 @@ def host_env(view: HostView, ctx: PlanContext, domain: int) -> dict[str, str]:
     return env
 
 
-def _c2c_nics(view: HostView, devices) -> list[str]:
-    """The IB/RoCE NICs on the Grace (NUMA node) of each of ``devices``, by name: NCCL's ``P2C``."""
-    out: list[str] = []
-    for device in devices:
-        out += [n.name for n in sorted(view.nics.values(), key=lambda n: n.name)
-                if n.kind in IB_KINDS and device.numa_node is not None and n.numa_node == device.numa_node
-                and n.name not in out]
-    return out
-
-
 def unit_env(view: HostView, ctx: PlanContext, units, devices) -> dict[str, str]:
     if not devices:
         return {}
     env: dict[str, str] = {}
-    if view.cpu_link == "c2c":
-        local = _c2c_nics(view, devices)
-        if local and all(any(view.nics[n].numa_node == d.numa_node for n in local) for d in devices):
-            env["NCCL_IB_HCA"] = "=" + ",".join(local)
-            env["NCCL_NET_GDR_C2C"] = "1"
-            return env
+    local = c2c_nics(view, devices, IB_KINDS)
+    if local:
+        env["NCCL_IB_HCA"] = "=" + ",".join(n.name for n in local)
+        env["NCCL_NET_GDR_C2C"] = "1"
+        return env
     hcas = [nic.name for nic, _ in nearest_nics(view, devices, IB_KINDS)]
     if hcas:
         env["NCCL_IB_HCA"] = "=" + ",".join(hcas)

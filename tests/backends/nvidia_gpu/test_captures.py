@@ -84,8 +84,10 @@ def test_gb200_transport_plan_follows_nccls_c2c_rule():
     by_gpu = {r.units[0]: r.env for r in plan.ranks}
     for gpu in (0, 1):
         assert by_gpu[gpu]["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1,mlx5_4"
+        assert by_gpu[gpu]["UCX_NET_DEVICES"] == "mlx5_0:1,mlx5_1:1,mlx5_4:1"
     for gpu in (2, 3):
         assert by_gpu[gpu]["NCCL_IB_HCA"] == "=mlx5_2,mlx5_3,mlx5_5"
+        assert by_gpu[gpu]["UCX_NET_DEVICES"] == "mlx5_2:1,mlx5_3:1,mlx5_5:1"
     for env in by_gpu.values():
         assert env["NCCL_NET_GDR_C2C"] == "1" and "NCCL_NET_GDR_LEVEL" not in env
 
