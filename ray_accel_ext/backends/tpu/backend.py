@@ -114,7 +114,8 @@ class TPUBackend(AcceleratorBackend):
         facts = host_facts(len(chips), host.env, info.tpu_env, info.machine_type, problems)
         layout = slice_layout(acc, topo if fits else None, facts, problems) if acc is not None else None
         worker = _worker(info, layout, problems)
-        check_kuberay(host.env, worker, info.processes_per_host, info.name, info.sources.get("name"), problems)
+        check_kuberay(host.env, info.kuberay, worker, info.processes_per_host, info.name, info.sources.get("name"),
+                      problems)
         hosts = layout.hosts if layout else None
         if hosts and info.hostnames and len(info.hostnames) != hosts and info.hostnames != ("localhost",):
             problems.append(f"{len(info.hostnames)} worker hostnames for a {hosts}-host slice ({acc.text if acc else '?'})")

@@ -17,9 +17,10 @@ processes, and ``TPU_PROCESS_ADDRESSES`` lists them; ``TPU_WORKER_HOSTNAMES`` li
 KubeRay (``RayMultiHostIndexing``, on by default from v1.6; kuberay#3902, PR #4163) labels each
 worker pod ``ray.io/worker-group-replica-index`` (the slice within the group),
 ``ray.io/replica-host-index`` (the pod within the slice) and ``ray.io/worker-group-replica-name``.
-They are pod labels only; a container sees them through the downward API, by the names of
-:data:`KUBERAY_ENV` (``fieldRef: metadata.labels['ray.io/replica-host-index']``; see
-``docs/tpu.md``). Where they are given they are checked against the TPU variables the webhook
+They are pod labels only; a container sees them through the downward API: as variables named
+:data:`KUBERAY_ENV` (``fieldRef: metadata.labels['ray.io/replica-host-index']``), or in a
+downward-API volume's ``labels`` file (``key="value"`` lines; :data:`POD_LABELS_FILE`, or the
+path in ``RAY_ACCEL_POD_LABELS_FILE``; see ``docs/tpu.md``). Where they are given they are checked against the TPU variables the webhook
 derived from them: host index = ``TPU_WORKER_ID // containers``; ``TPU_NAME`` is
 ``<group>-<replica index>``; ``MEGASCALE_SLICE_ID`` is the replica index.
 """
@@ -29,7 +30,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["KUBERAY_ENV", "ProcessLayout", "kuberay_indices", "process_layout", "check_kuberay"]
+__all__ = ["KUBERAY_ENV", "POD_LABELS_FILE", "ProcessLayout", "kuberay_indices", "parse_pod_labels", "process_layout",
+           "check_kuberay"]
+
+# The Kubernetes documentation's downward-API volume example mounts the pod's labels here.
+POD_LABELS_FILE = "/etc/podinfo/labels"
 
 # Downward-API variables carrying KubeRay's pod labels (label -> variable).
 KUBERAY_ENV = {
@@ -71,8 +76,21 @@ def process_layout(env: Mapping[str, str], problems: list[str]) -> ProcessLayout
     return ProcessLayout(addresses, tuple(hosts), per_host)
 
 
-def _index(env: Mapping[str, str], label: str, problems: list[str]) -> int | None:
-    text = env.get(KUBERAY_ENV[label], "").strip()
+def parse_pod_labels(text: str | None) -> dict[str, str]:
+    """A downward-API ``labels`` file (``key="value"`` per line) as a dict."""
+    out: dict[str, str] = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            out[key.strip()] = value.strip().strip('"')
+    return out
+
+
+def _value(env: Mapping[str, str], pod_labels: Mapping[str, str], label: str) -> str:
+    return (env.get(KUBERAY_ENV[label], "") or pod_labels.get(label, "")).strip()
+
+
+def _index(text: str, label: str, problems: list[str]) -> int | None:
     if not text:
         return None
     if not (text.isascii() and text.isdecimal() and len(text) < 10):
@@ -81,17 +99,20 @@ def _index(env: Mapping[str, str], label: str, problems: list[str]) -> int | Non
     return int(text)
 
 
-def kuberay_indices(env: Mapping[str, str], problems: list[str]) -> tuple[int | None, int | None, str | None]:
-    """(replica index, host index, replica name) from KubeRay's labels, each None when not given."""
-    name = env.get(KUBERAY_ENV["ray.io/worker-group-replica-name"], "").strip() or None
-    return (_index(env, "ray.io/worker-group-replica-index", problems),
-            _index(env, "ray.io/replica-host-index", problems), name)
+def kuberay_indices(env: Mapping[str, str], pod_labels: Mapping[str, str],
+                    problems: list[str]) -> tuple[int | None, int | None, str | None]:
+    """(replica index, host index, replica name) from KubeRay's labels, each None when not given;
+    the variables win over the labels file."""
+    name = _value(env, pod_labels, "ray.io/worker-group-replica-name") or None
+    return (_index(_value(env, pod_labels, "ray.io/worker-group-replica-index"), "ray.io/worker-group-replica-index",
+                   problems),
+            _index(_value(env, pod_labels, "ray.io/replica-host-index"), "ray.io/replica-host-index", problems), name)
 
 
-def check_kuberay(env: Mapping[str, str], worker: int | None, per_host: int, slice_name: str | None,
-                  name_source: str | None, problems: list[str]) -> None:
+def check_kuberay(env: Mapping[str, str], indices: tuple[int | None, int | None], worker: int | None, per_host: int,
+                  slice_name: str | None, name_source: str | None, problems: list[str]) -> None:
     """Problems where KubeRay's indices disagree with the TPU variables the webhook set from them."""
-    replica, host_index, _ = kuberay_indices(env, problems)
+    replica, host_index = indices
     if host_index is not None and worker is not None and worker // per_host != host_index:
         problems.append(f"KubeRay index mismatch: ray.io/replica-host-index={host_index} but TPU_WORKER_ID={worker} "
                         f"is host {worker // per_host} ({per_host} TPU process(es) per host)")

@@ -78,3 +78,18 @@ def test_kuberay_indices_name_a_multi_host_slice_without_tpu_variables(tmp_path,
     labels = _spec(root, capsys, monkeypatch)["labels"]
     assert labels["ray.io/tpu-worker-id"] == "2" and labels["ray.io/tpu-slice-name"] == "v6e-group-af03de"
     assert labels["tpu.rayaccel.io/slice-name-source"] == "kuberay" and labels["rayaccel.io/discovery"] == "ok"
+
+
+def test_kuberay_indices_from_a_downward_api_labels_file(tmp_path, capsys, monkeypatch):
+    """The pod's labels mounted as a downward-API volume (``key="value"`` lines): same checks."""
+    root = BUILD.slice_container(tmp_path / "c0", host=0, container=0)
+    env = json.loads((root / "env.json").read_text())
+    for key in ("KUBERAY_WORKER_GROUP_REPLICA_INDEX", "KUBERAY_REPLICA_HOST_INDEX"):
+        env.pop(key)
+    (root / "env.json").write_text(json.dumps(env))
+    labels = root / "rootfs/etc/podinfo/labels"
+    labels.parent.mkdir(parents=True)
+    labels.write_text('ray.io/cluster="rc-tpu7x"\nray.io/replica-host-index="1"\nray.io/worker-group-replica-index="0"\n')
+    assert any("ray.io/replica-host-index=1 but TPU_WORKER_ID=0" in p for p in _problems(root, capsys, monkeypatch))
+    labels.write_text('ray.io/replica-host-index="0"\nray.io/worker-group-replica-index="0"\n')
+    assert _spec(root, capsys, monkeypatch)["labels"]["rayaccel.io/discovery"] == "ok"
