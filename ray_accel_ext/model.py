@@ -108,6 +108,9 @@ class Device(_Value):
         nics: nearest RDMA NICs, best path class first.
         host_coords: position within this host's own block of the fabric (TPU chip coordinates
             in the host), when known; left out of ``to_dict()`` when unknown.
+        memory_numa_node: the NUMA node that *is* the device's memory, where the OS maps it as
+            one (a Grace-attached GPU: NVML's ``GPU NUMA ID``, a CPU-less node); left out of
+            ``to_dict()`` when there is none.
     """
 
     index: int
@@ -121,9 +124,10 @@ class Device(_Value):
     coords: tuple[int, ...] | None = None
     nics: tuple[NicPath, ...] = ()
     host_coords: tuple[int, ...] | None = None
+    memory_numa_node: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return _without_defaults(self, ("host_coords",))
+        return _without_defaults(self, ("host_coords", "memory_numa_node"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -77,6 +77,9 @@ METADATA_TOKEN_REFUSED = "metadata-token-refused"
 METADATA_ERROR = "metadata-error"
 METADATA_DISABLED = "metadata-disabled"
 METADATA_NOT_SERVED = "metadata-not-served"
+KUBERAY_INDEX_MISMATCH = "kuberay-index-mismatch"
+KUBERAY_INDEX_INVALID = "kuberay-index-invalid"
+TPU_PROCESS_LAYOUT = "tpu-process-layout"
 SKU_UNKNOWN = "sku-unknown"
 GENERATION_UNSUPPORTED = "generation-unsupported"
 SKU_FILE = "sku-file"
@@ -175,6 +178,15 @@ _BUILTIN: dict[str, ProblemCode] = dict([
           "are missing",
           "`ray-accel discover --root SNAPSHOT` serves a snapshot's metadata.json; for a plain root directory set "
           "GCE_METADATA_HOST / AWS_EC2_METADATA_SERVICE_ENDPOINT to a server with its metadata"),
+    _code(KUBERAY_INDEX_MISMATCH, "error",
+          "KubeRay's multi-host indices disagree with the TPU variables, so the slice identity is in doubt",
+          "check the RayCluster's worker group (numOfHosts, replicas) against the TPU slice the pod was given; the "
+          "message names the label and the variable that disagree (docs/tpu.md)"),
+    _code(KUBERAY_INDEX_INVALID, "warning", "a KubeRay multi-host index is not a number, so it is not used",
+          "check the downward-API variable or the pod labels file the message names (docs/tpu.md)"),
+    _code(TPU_PROCESS_LAYOUT, "error",
+          "the GKE TPU webhook's process list does not fit the slice (processes per host, host names)",
+          "check the pod's TPU_PROCESS_ADDRESSES / TPU_WORKER_HOSTNAMES as the webhook set them (docs/tpu.md)"),
     _code(SKU_UNKNOWN, "warning",
           "devices whose PCI id the SKU database does not know were counted without a known SKU",
           "the devices are counted and scheduled; to give them their SKU, generation and memory, add their PCI id "

@@ -51,8 +51,12 @@ def pcie_paths(host: Host, inventory: NodeInventory) -> dict[str, dict[str, Any]
         if not any(devs):
             continue
 
-        def cls(a: PciFunction | None, b: PciFunction | None) -> str | None:
-            return path_class(a, b) if a is not None and b is not None else None
+        # A backend whose devices reach the CPU over NVLink-C2C says so (``<prefix>/cpu-link=c2c``);
+        # nvidia-smi then prints SYS across root complexes (hw.nics).
+        coherent = any(k.endswith("/cpu-link") and v == "c2c" for k, v in desc.attributes.items())
+
+        def cls(a: PciFunction | None, b: PciFunction | None, coherent: bool = coherent) -> str | None:
+            return path_class(a, b, coherent) if a is not None and b is not None else None
 
         out[desc.backend] = {
             "devices": [{"index": d.index, **_place(fn)} for d, fn in zip(desc.devices, devs)],

@@ -8,6 +8,12 @@ often has no netdev). The path class between a device and a NIC follows ``nvidia
 * same root complex, common ancestor is the host bridge or the root port: ``PHB``;
 * common ancestor is a switch whose downstream ports hold both directly: ``PIX``;
 * otherwise (more than one switch between them): ``PXB``.
+
+On a coherent (Grace, NVLink-C2C) host nvidia-smi prints ``SYS`` for every pair under different
+root complexes, the same socket's included: a GB200 tray shows ``SYS`` in every GPU-NIC cell and
+between NICs of one Grace (captures in https://github.com/sgl-project/sglang/issues/11208 and
+GB200 trays' ``nvidia-smi topo -m``); ``coherent=True`` applies that rule. NCCL's own view of the
+same host (``P2C`` to the NICs of the GPU's Grace) is the transport plan's (``transport/nccl.py``).
 """
 
 from __future__ import annotations
@@ -113,10 +119,11 @@ def list_rdma_nics(host: Host, problems: list[Problem] | None = None) -> list[Rd
     return out
 
 
-def path_class(a: PciFunction, b: PciFunction) -> str:
-    """The ``nvidia-smi topo -m`` class between two PCI functions."""
+def path_class(a: PciFunction, b: PciFunction, coherent: bool = False) -> str:
+    """The ``nvidia-smi topo -m`` class between two PCI functions (``coherent``: on a Grace host,
+    see the module doc)."""
     if a.root_complex != b.root_complex or not a.root_complex:
-        if a.numa_node is not None and a.numa_node == b.numa_node:
+        if not coherent and a.numa_node is not None and a.numa_node == b.numa_node:
             return "NODE"
         return "SYS"
     chain_a, chain_b = bridge_chain(a.path), bridge_chain(b.path)
@@ -138,9 +145,9 @@ def pcie_switch_of(function: PciFunction) -> str | None:
     return bridges[1] if len(bridges) >= 2 else None
 
 
-def nearest_nics(device: PciFunction, nics: Sequence[RdmaNic]) -> tuple[NicPath, ...]:
+def nearest_nics(device: PciFunction, nics: Sequence[RdmaNic], coherent: bool = False) -> tuple[NicPath, ...]:
     """The NICs at the smallest path class from ``device``, by name; empty without NICs."""
-    scored = [(PATH_CLASSES.index(path_class(device, n.function)), n.nic.name) for n in nics if n.function]
+    scored = [(PATH_CLASSES.index(path_class(device, n.function, coherent)), n.nic.name) for n in nics if n.function]
     if not scored:
         return ()
     best = min(score for score, _ in scored)

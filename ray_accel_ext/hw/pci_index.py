@@ -44,12 +44,21 @@ class PciIndex:
     class), and the kernel's one-file summary of every function's vendor where it holds."""
 
     def __init__(self, host: Host) -> None:
-        self._host = host
+        # Weakly: the index lives in a WeakKeyDictionary keyed by the host, and a value that held
+        # its key would keep every host (and its index) alive for ever.
+        self._host_ref = weakref.ref(host)
         self._lock = threading.RLock()
         self._addresses: list[str] | HostReadError | None = None
         self._ids: dict[str, tuple[str, str, str] | HostReadError] = {}
         self._proc: str | None | bool = False  # False: not read yet
         self._vendor_slots: dict[str, frozenset[str]] = {}
+
+    @property
+    def _host(self) -> Host:
+        host = self._host_ref()
+        if host is None:
+            raise HostReadError(PROC_PCI_DEVICES, "the host of this index is gone")
+        return host
 
     def addresses(self) -> list[str]:
         """Every function's address (:func:`~.pci.list_functions`); raises its HostReadError."""

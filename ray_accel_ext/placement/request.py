@@ -26,7 +26,10 @@ class DomainRequest:
 
     * ``hosts=N``: N distinct hosts of one domain, one ``bundle`` each (``STRICT_SPREAD``);
     * ``bundles=[...]``: explicit bundles packed into one domain (``strategy``, default ``PACK``);
-    * neither: the whole domain, one bundle per matching host.
+    * neither: the whole domain, one bundle per matching host;
+    * ``subslice="2x2x1"`` (TPU): the hosts of one aligned block of that shape in one slice, as
+      Ray's ``subslice_placement_group`` takes them; ``subslice_index`` picks the block
+      (:mod:`.subslice`; the selector should narrow the slices to one topology).
 
     ``bundle`` defaults to the host's accelerators (``GPU``/``TPU``/``neuron_cores`` as the node
     reports them; ``{"CPU": 1}`` for a host without any). ``selector`` uses Ray's selector syntax
@@ -48,11 +51,21 @@ class DomainRequest:
     complete: bool = False
     name: str = ""
     domain_wait_s: float = 10.0
+    subslice: str | None = None
+    subslice_index: int | None = None
 
     def __post_init__(self) -> None:
         level_key(self.level)
         if self.hosts is not None and self.bundles is not None:
             raise ValueError("give hosts= or bundles=, not both")
+        if self.subslice is not None:
+            from .subslice import parse_shape
+
+            parse_shape(self.subslice)
+            if self.hosts is not None or self.bundles is not None:
+                raise ValueError("a subslice request takes its hosts from the shape: give no hosts= or bundles=")
+        if self.subslice_index is not None and (self.subslice is None or self.subslice_index < 0):
+            raise ValueError("subslice_index needs subslice= and must be >= 0")
         if self.hosts is not None and self.hosts < 1:
             raise ValueError("hosts must be >= 1")
         if self.bundles is not None:
@@ -78,11 +91,14 @@ class DomainRequest:
         if self.name:
             return self.name
         size = f"{self.hosts}h" if self.hosts else (f"{len(self.bundles)}b" if self.bundles else "whole")
+        if self.subslice:
+            size = f"subslice-{self.subslice}"
         sel = ",".join(f"{k}={v}" for k, v in sorted(self.selector.items()))
         return f"{self.level}:{size}" + (f"[{sel}]" if sel else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra = {"subslice": self.subslice, "subslice_index": self.subslice_index} if self.subslice else {}
+        return {**extra,
             "name": self.label(),
             "level": self.level,
             "hosts": self.hosts,

@@ -19,6 +19,7 @@ from .choose import DomainChoice, choose_domain
 from .claims import claim_pg_name, claims_registry
 from .ranks import DomainRanks, rank_domain
 from .request import DomainRequest
+from .subslice import expand_subslices
 
 __all__ = ["Reservation", "BundleRank", "reserve", "reserve_domain", "read_inventory", "use_topology_strategy"]
 
@@ -218,6 +219,8 @@ def reserve(
     """
     if not steps:
         raise ValueError("reserve() needs at least one DomainRequest")
+    if any(s.subslice for s in steps):
+        steps = tuple(expand_subslices(steps, read_inventory()))  # a TPU subslice: one step per block
     topology = use_topology_strategy(topology_strategy)
     owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
     line = _Line(claims_registry(), owner, registry_timeout_s, waiter_ttl_s=max(15.0, 25 * poll_s))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..model import PATH_CLASSES, Device, Nic
 from .model import HostView
 
-__all__ = ["PlanContext", "nearest_nics", "worst_path"]
+__all__ = ["PlanContext", "c2c_nics", "nearest_nics", "worst_path"]
 
 DEFAULT_PORTS: Mapping[str, int] = {
     # Ray's default (ray/_private/accelerators/tpu.py DEFAULT_MEGASCALE_PORT, Ray 2.60).
@@ -45,6 +45,22 @@ def nearest_nics(view: HostView, devices: tuple[Device, ...], kinds: tuple[str, 
                 continue
             seen.add(nic.name)
             out.append((nic, path.path))
+    return out
+
+
+def c2c_nics(view: HostView, devices: tuple[Device, ...], kinds: tuple[str, ...]) -> list[Nic] | None:
+    """On a Grace host (``cpu_link`` ``c2c``): the NICs of ``kinds`` on each device's NUMA node, by
+    name, which NCCL ranks ``P2C`` (C2C to the CPU, then PHB; NVIDIA/nccl ``src/graph/paths.cc``)
+    while nvidia-smi says ``SYS``. None elsewhere, or when a device's Grace has no such NIC."""
+    if view.cpu_link != "c2c" or not devices:
+        return None
+    out: list[Nic] = []
+    for device in devices:
+        mine = [n for n in sorted(view.nics.values(), key=lambda n: n.name)
+                if n.kind in kinds and device.numa_node is not None and n.numa_node == device.numa_node]
+        if not mine:
+            return None
+        out += [n for n in mine if n not in out]
     return out
 
 

@@ -100,6 +100,9 @@ class HostView(NamedTuple):
     described: bool
     topology: int = 0
     nic_kinds: frozenset = frozenset()
+    cpu_link: str = ""  # "c2c" where the devices reach their CPU over NVLink-C2C (Grace)
+    process_index: int = 0  # this node's TPU process on its host (GKE TPU7x container), else 0
+    processes_per_host: int = 1
 
     def devices_of(self, units: Sequence[int]) -> tuple[Device, ...]:
         """The devices that hold ``units``, in first-seen order (empty when not described)."""

@@ -9,6 +9,14 @@
   farthest of them; ``NODE``, which NCCL has no name for, is its ``PHB``), so GPUDirect RDMA is
   used at exactly the distance the hardware has; not set when the nearest NIC is across sockets
   (``SYS``): NCCL's default (``PXB``) then keeps GPUDirect off, which is right there.
+* On a Grace host (GPUs on NVLink-C2C, ``cpu_link`` ``c2c``) NCCL's own rule, not nvidia-smi's
+  classes (which are ``SYS`` for every NIC there): a NIC on the GPU's Grace (the GPU's NUMA node)
+  is ``P2C`` from it (``mergePathType``: C2C to the CPU, then PHB to the NIC) and those are the
+  GPU's local NICs, so ``NCCL_IB_HCA`` lists them; GPUDirect RDMA is on at ``P2C`` when
+  ``NCCL_NET_GDR_C2C`` is 1, NCCL's default from 2.27 (0 in 2.26), so ``NCCL_NET_GDR_C2C=1`` is
+  set for NCCL 2.26 too and ``NCCL_NET_GDR_LEVEL`` is not (set, it would replace the C2C default;
+  NVIDIA/nccl ``src/graph/paths.cc`` ``ncclTopoCheckGdr``, ``ncclTopoComputePaths``). A GPU whose
+  Grace holds no RDMA NIC keeps the cross-socket (``SYS``) NICs and no GPUDirect.
 * ``NCCL_MNNVL_ENABLE=1`` and ``NCCL_NVLS_ENABLE=1`` when every GPU host of the plan shares a
   multi-node NVLink domain (GB200 NVL72) with another reserved host: NCCL then uses the NVLink
   fabric across trays and NVLink SHARP over it, and fails loudly if IMEX is missing instead of
@@ -24,7 +32,7 @@ RCCL: https://rocm.docs.amd.com/projects/rccl/en/latest/api-reference/env-variab
 
 from __future__ import annotations
 
-from .context import PlanContext, nearest_nics, worst_path
+from .context import PlanContext, c2c_nics, nearest_nics, worst_path
 from .model import HostView
 
 __all__ = ["VARIABLES", "IDENTITY", "library", "applies", "host_env", "unit_env", "rank_env"]
@@ -35,6 +43,7 @@ VARIABLES = {
     "NCCL_IB_HCA": f"{_ENV}#nccl-ib-hca",
     "NCCL_SOCKET_IFNAME": f"{_ENV}#nccl-socket-ifname",
     "NCCL_NET_GDR_LEVEL": f"{_ENV}#nccl-net-gdr-level-formerly-nccl-ib-gdr-level",
+    "NCCL_NET_GDR_C2C": f"{_ENV}#nccl-net-gdr-c2c",
     "NCCL_MNNVL_ENABLE": f"{_ENV}#nccl-mnnvl-enable",
     "NCCL_NVLS_ENABLE": f"{_ENV}#nccl-nvls-enable",
 }
@@ -67,6 +76,11 @@ def unit_env(view: HostView, ctx: PlanContext, units, devices) -> dict[str, str]
     if not devices:
         return {}
     env: dict[str, str] = {}
+    local = c2c_nics(view, devices, IB_KINDS)
+    if local:
+        env["NCCL_IB_HCA"] = "=" + ",".join(n.name for n in local)
+        env["NCCL_NET_GDR_C2C"] = "1"
+        return env
     hcas = [nic.name for nic, _ in nearest_nics(view, devices, IB_KINDS)]
     if hcas:
         env["NCCL_IB_HCA"] = "=" + ",".join(hcas)

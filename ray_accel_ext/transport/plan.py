@@ -236,7 +236,8 @@ def _context(layout, domain_plans: list[DomainPlan], ports: Mapping[str, int]) -
         coordinator=layout[0][1].address,
         num_domains=len(domain_plans),
         tpu_multislice=len(domain_plans) > 1 and len(tpu_domains) == len(domain_plans),
-        tpu_shared_hosts=any(len(groups) > 1 for _, view, groups in layout if view.fabric_kind == "tpu-slice"),
+        tpu_shared_hosts=any(len(groups) > 1 or view.processes_per_host > 1
+                             for _, view, groups in layout if view.fabric_kind == "tpu-slice"),
         multi_node_nvlink=multi_node_nvlink,
         reserved_in_fabric=reserved_in_fabric,
         ports=ports,

@@ -5,7 +5,10 @@ Every rank of slice ``k`` gets ``MEGASCALE_SLICE_ID=k``, ``MEGASCALE_NUM_SLICES`
 ``MEGASCALE_PORT`` (8081). These are the values Ray's own ``ray.util.tpu.get_tpu_coordinator_env_vars``
 returns for ``JaxTrainer``. When several ranks share a TPU host, each takes port 8081 plus its
 local rank and the coordinator address carries the base port (``<address>:8081``), as Ray's Torch
-TPU path does (``ray/train/torch/config.py _set_tpu_multislice_env_vars``, Ray 2.60). GKE's JobSet sets the same
+TPU path does (``ray/train/torch/config.py _set_tpu_multislice_env_vars``, Ray 2.60). A GKE TPU7x
+pod's TPU containers share one network namespace: container ``c`` (``tpu.rayaccel.io/process-index``)
+takes ``8081 + c``, as the KubeRay TPU webhook sets ``MEGASCALE_PORT`` (``main.go``,
+``megascalePortBase``). GKE's JobSet sets the same
 four for multi-slice workloads. A single slice needs none (libtpu reads ``TPU_WORKER_ID`` and
 ``TPU_WORKER_HOSTNAMES``, which the platform sets).
 
@@ -52,4 +55,4 @@ def unit_env(view: HostView, ctx: PlanContext, units, devices) -> dict[str, str]
 
 
 def rank_env(view: HostView, ctx: PlanContext, rank: int, local_rank: int) -> dict[str, str]:
-    return {"MEGASCALE_PORT": str(ctx.ports["megascale"] + local_rank)}
+    return {"MEGASCALE_PORT": str(ctx.ports["megascale"] + view.process_index + local_rank)}

@@ -7,7 +7,7 @@ UCX guide, https://docs.open-mpi.org/en/v5.0.0/tuning-apps/networking/ib-and-roc
 
 from __future__ import annotations
 
-from .context import PlanContext, nearest_nics
+from .context import PlanContext, c2c_nics, nearest_nics
 from .model import HostView
 
 __all__ = ["VARIABLES", "IDENTITY", "library", "applies", "host_env", "unit_env", "rank_env"]
@@ -30,7 +30,9 @@ def host_env(view: HostView, ctx: PlanContext, domain: int) -> dict[str, str]:
 
 
 def unit_env(view: HostView, ctx: PlanContext, units, devices) -> dict[str, str]:
-    names = [f"{nic.name}:1" for nic, _ in nearest_nics(view, devices, IB_KINDS)]
+    local = c2c_nics(view, devices, IB_KINDS)  # a Grace host: NCCL's P2C NICs, not nvidia-smi's all-SYS
+    nics = local if local else [nic for nic, _ in nearest_nics(view, devices, IB_KINDS)]
+    names = [f"{nic.name}:1" for nic in nics]
     return {"UCX_NET_DEVICES": ",".join(names)} if names else {}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from operator import attrgetter
 
-from ..labels import FABRIC_DOMAIN, FABRIC_HOSTS, FABRIC_WORKER, FAMILIES, GPU_DOMAIN, INTERCONNECT, VENDOR
+from ..labels import FABRIC_DOMAIN, FABRIC_HOSTS, FABRIC_WORKER, FAMILIES, GPU_DOMAIN, INTERCONNECT, TPU_ATTR_PREFIX, VENDOR
 from ..labels import TPU_SLICE_NAME as TPU_SLICE
 from ..model import NodeDescription
 from .model import HostFacts, HostView, TransportPlanError
@@ -48,9 +48,24 @@ _NIC_KEY = attrgetter("name", "kind")
 def topology_key(desc: NodeDescription) -> tuple:
     """What per-device variables and the unit order depend on, as hashable values (NIC paths,
     coordinates, cores, links, NIC kinds; not CPUs or ids)."""
-    return (desc.backend, desc.sku.vendor, desc.resource_name, desc.resource_quantity,
+    return (desc.backend, desc.sku.vendor, desc.resource_name, desc.resource_quantity, cpu_link_of(desc),
             tuple([(d.index, d.cores, d.coords, tuple([(p.nic, p.path) for p in d.nics])) for d in desc.devices]),
             tuple(map(_LINK_KEY, desc.links)), tuple(map(_NIC_KEY, desc.nics)))
+
+
+def cpu_link_of(desc: NodeDescription) -> str:
+    """``c2c`` when the backend says its devices reach the CPU over NVLink-C2C, else ``""``."""
+    return next((v for k, v in desc.attributes.items() if k.endswith("/cpu-link")), "")
+
+
+def _processes_of(desc: NodeDescription) -> tuple[int, int]:
+    """(process index, processes per host) of a TPU node whose host runs several TPU processes
+    (GKE TPU7x containers, ``tpu.rayaccel.io/process-index``), else (0, 1)."""
+    attrs = desc.attributes
+    try:
+        return int(attrs.get(f"{TPU_ATTR_PREFIX}/process-index", 0)), int(attrs.get(f"{TPU_ATTR_PREFIX}/processes-per-host", 1))
+    except ValueError:
+        return 0, 1
 
 
 def _units_in_order(desc: NodeDescription) -> tuple[tuple[int, ...], dict[int, int]]:
@@ -92,7 +107,10 @@ def view_of(facts: HostFacts, cache: dict | None = None) -> HostView:
         worker = fabric.worker if fabric else labels_int(labels, FABRIC_WORKER, 0)
         fabric_hosts = fabric.hosts if fabric else labels_int(labels, FABRIC_HOSTS, 1)
         devices, nics = desc.devices, {nic.name: nic for nic in desc.nics}
+        cpu_link = cpu_link_of(desc)
+        process_index, per_host = _processes_of(desc)
     else:
+        cpu_link, process_index, per_host = "", 0, 1
         total = int(facts.resources.get(resource, 0)) if resource else 0
         all_units, owner = tuple(range(total)), {}
         vendor = labels.get(VENDOR, "")
@@ -132,6 +150,9 @@ def view_of(facts: HostFacts, cache: dict | None = None) -> HostView:
         described=desc is not None,
         topology=topology,
         nic_kinds=nic_kinds,
+        cpu_link=cpu_link,
+        process_index=process_index,
+        processes_per_host=per_host,
     )
 
 

@@ -62,7 +62,9 @@ def test_nvidia_pattern_is_rays():
 def test_every_nvidia_entry_and_its_nvml_name(entry):
     name = entry.nvml_name or entry.product
     assert entry.ray_accelerator_type == _ray_nvidia(name)
-    who = skus.identify(entry.vendor_id, entry.device_id, entry.subsystem, nvml_name=name)
+    # A "*:<device>" subsystem entry stands for that subsystem device under any board vendor.
+    subsystem = entry.subsystem.replace("*", entry.vendor_id) if entry.subsystem else None
+    who = skus.identify(entry.vendor_id, entry.device_id, subsystem, nvml_name=name)
     assert (who.sku, who.ray_accelerator_type, who.source) == (entry.sku, _ray_nvidia(name), "database")
 
 

@@ -77,3 +77,14 @@ def test_a_slice_host_without_a_description_is_planned_from_its_labels():
     assert [r.env["MEGASCALE_SLICE_ID"] for r in plan.ranks] == ["0", "0", "1", "1"]
     assert plan.ranks[0].units == (0, 1, 2, 3)  # index order: no coordinates without a description
     assert any("no node description" in w for w in plan.warnings)
+
+
+def test_two_container_tpu7x_pods_take_the_webhooks_megascale_ports():
+    """Two tpu7x-16 slices of two-container pods: container c of a pod takes 8081 + c (the KubeRay
+    TPU webhook's MEGASCALE_PORT; the containers share the pod's network namespace) and the
+    coordinator address carries the base port."""
+    plan = plan_transport([domain("tpu/gke-tpu7x-16-two-container-c1", 1, "s0"),
+                           domain("tpu/gke-tpu7x-16-two-container-c1", 1, "s1")])
+    for r in plan.ranks:
+        assert r.env["MEGASCALE_PORT"] == "8082"
+        assert r.env["MEGASCALE_COORDINATOR_ADDRESS"].endswith(":8081")

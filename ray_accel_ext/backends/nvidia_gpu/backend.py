@@ -107,6 +107,8 @@ class NvidiaGPUBackend(AcceleratorBackend):
         sku = to_sku(ident, _ray_type(reading)) if ident is not None else _NO_GPU
 
         rdma = list_rdma_nics(host, problems)
+        # Grace-attached GPUs (NVLink-C2C to their CPU): nvidia-smi's classes differ (hw.nics).
+        coherent = any((nv.get("c2c_links") or 0) > 0 for nv in nvml_by_addr.values())
         devices = []
         for index, fn in enumerate(gpus):
             nv = nvml_by_addr.get(fn.address, {})
@@ -120,7 +122,8 @@ class NvidiaGPUBackend(AcceleratorBackend):
                     cpus=fn.cpus,
                     pcie_switch=pcie_switch_of(fn),
                     memory_bytes=memory,
-                    nics=nearest_nics(fn, rdma),
+                    nics=nearest_nics(fn, rdma, coherent),
+                    memory_numa_node=nv.get("numa_node_id"),
                 )
             )
 
@@ -131,6 +134,10 @@ class NvidiaGPUBackend(AcceleratorBackend):
         location = _location_with_rack(host, problems, platform)
 
         attributes = {f"{self.label_prefix}/nvml": "present" if reading is not None else "absent"}
+        if coherent:
+            attributes[f"{self.label_prefix}/cpu-link"] = "c2c"
+        if reading is not None and reading.get("binding"):
+            attributes[f"{self.label_prefix}/nvml-binding"] = str(reading["binding"])
         if reading is not None and reading.get("driver_version"):
             attributes[f"{self.label_prefix}/driver-version"] = str(reading["driver_version"])
         if links:

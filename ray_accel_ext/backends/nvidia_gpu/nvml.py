@@ -22,7 +22,16 @@ Shape (``FORMAT_VERSION`` 1)::
                    "cluster_uuid": "50000000-0000-0000-0000-000000000005", "clique_id": 4000000004},
         "platform": {"chassis_serial": "1821324000123",  # nvmlPlatformInfo_v2_t, or null (optional)
                      "slot_number": 7, "tray_index": 3, "host_id": 0, "peer_type": 1, "module_id": 2},
+        "numa_node_id": 2,                         # nvmlDeviceGetNumaNodeId, or null (optional)
+        "c2c_links": 2,                            # active NVLink-C2C links, or null (optional)
         "errors": ["nvmlDeviceGetMemoryInfo: ..."]}]}
+
+``numa_node_id`` is the NUMA node that holds the GPU's memory where the OS maps it as one (the
+``GPU NUMA ID`` column of ``nvidia-smi topo -m``: 2, 10, 18, 26 on a GB200 tray; N/A, here null,
+on PCIe-attached GPUs). ``c2c_links`` counts the GPU's active NVLink-C2C links to its Grace CPU
+as NCCL counts them (``NVML_FI_DEV_C2C_LINK_COUNT``, then ``NVML_FI_DEV_C2C_LINK_GET_STATUS`` == 1
+per link; NVIDIA/nccl ``src/graph/xml.cc``): 0 on PCIe GPUs. Both are absent from recordings that
+predate them.
 
 ``platform`` is where the GPU sits in its rack (Blackwell and later drivers,
 ``nvmlDeviceGetPlatformInfo``; https://docs.nvidia.com/deploy/nvml-api/structnvmlPlatformInfo__v2__t.html):
@@ -33,8 +42,10 @@ Readings recorded before it was read have no ``platform`` key.
 
 Only active links are listed. ``NVML_ERROR_NOT_SUPPORTED`` for a field gives ``null`` (PCIe GPUs
 have no fabric); any other per-call error is kept in ``errors`` so the node can say it is degraded.
-No driver (``NVMLError_LibraryNotFound``, ``NVMLError_DriverNotLoaded``) or no ``pynvml`` module
-means "no NVML": ``read_live`` returns ``None``.
+No driver (``NVMLError_LibraryNotFound``, ``NVMLError_DriverNotLoaded``) or no binding (neither
+``nvidia-ml-py``'s ``pynvml`` nor Ray's bundled copy) means "no NVML": ``read_live`` returns
+``None``. A live reading also says which binding read it (``"binding"``: ``nvidia-ml-py`` or
+``ray-bundled``); recordings made before that have no such key.
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ from typing import Any
 
 from .._reading import reading_devices
 
-__all__ = ["FORMAT_VERSION", "read_live", "sysfs_address", "validate"]
+__all__ = ["BINDINGS", "FORMAT_VERSION", "import_binding", "read_live", "sysfs_address", "validate"]
 
 FORMAT_VERSION = 1
 
@@ -105,6 +116,10 @@ def validate(reading: Any) -> list[str]:
                     for k in _PLATFORM_INTS)
         ):
             errors.append(f"{where}.platform: expected {{chassis_serial, {', '.join(_PLATFORM_INTS)}}}")
+        for key in ("numa_node_id", "c2c_links"):
+            value = dev.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                errors.append(f"{where}.{key}: expected a non-negative integer or null, got {value!r}")
         fabric = dev.get("fabric")
         if fabric is not None and not (
             isinstance(fabric, dict)
@@ -119,12 +134,37 @@ def validate(reading: Any) -> list[str]:
 # -- live reading over nvidia-ml-py ---------------------------------------------------------------
 
 
+# Where a reading's NVML binding came from: the ``nvidia-ml-py`` package (module ``pynvml``), else the
+# copy Ray ships (``ray._private.thirdparty.pynvml``, reference/hardware.md 3.5), so a node without
+# the package still reads NVLink and the multi-node NVLink domain where Ray is installed.
+BINDINGS = (("pynvml", "nvidia-ml-py"), ("ray._private.thirdparty.pynvml", "ray-bundled"))
+
+
+def import_binding() -> tuple[Any, str] | tuple[None, None]:
+    """(module, name) of the first NVML binding that imports, in :data:`BINDINGS` order."""
+    import importlib
+
+    for module_name, name in BINDINGS:
+        try:
+            return importlib.import_module(module_name), name
+        except ImportError:
+            continue
+    return None, None
+
+
 def read_live() -> dict[str, Any] | None:
-    """Read NVML on this machine; None when there is no NVML (no module, library or driver)."""
-    try:
-        import pynvml
-    except ImportError:
+    """Read NVML on this machine; None when there is no NVML (no binding, library or driver).
+    The reading's ``binding`` says which of :data:`BINDINGS` read it."""
+    pynvml, binding = import_binding()
+    if pynvml is None:
         return None
+    reading = _read_with(pynvml)
+    if reading is not None:
+        reading["binding"] = binding
+    return reading
+
+
+def _read_with(pynvml: Any) -> dict[str, Any] | None:
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
@@ -174,8 +214,37 @@ def _read_device(pynvml: Any, index: int) -> dict[str, Any]:
         "nvlinks": _read_links(pynvml, handle, errors),
         "fabric": _read_fabric(pynvml, handle, errors),
         "platform": _read_platform(pynvml, handle, errors),
+        "numa_node_id": _numa_node(pynvml, handle, errors),
+        "c2c_links": _read_c2c(pynvml, handle, errors),
         "errors": errors,
     }
+
+
+def _numa_node(pynvml: Any, handle: Any, errors: list[str]) -> int | None:
+    fn = getattr(pynvml, "nvmlDeviceGetNumaNodeId", None)
+    node = _call(pynvml, errors, "nvmlDeviceGetNumaNodeId", fn, handle) if fn is not None else None
+    return int(node) if node is not None and int(node) >= 0 else None
+
+
+def _read_c2c(pynvml: Any, handle: Any, errors: list[str]) -> int | None:
+    """Active NVLink-C2C links, counted as NCCL's ``xml.cc`` counts them; None where the binding
+    or the driver has no such field."""
+    count_id = getattr(pynvml, "NVML_FI_DEV_C2C_LINK_COUNT", None)
+    status_id = getattr(pynvml, "NVML_FI_DEV_C2C_LINK_GET_STATUS", None)
+    fn = getattr(pynvml, "nvmlDeviceGetFieldValues", None)
+    if count_id is None or status_id is None or fn is None:
+        return None
+    try:
+        (count,) = fn(handle, [count_id])
+        if int(count.nvmlReturn) != NVML_SUCCESS:
+            return None
+        links = int(count.value.uiVal)
+        values = fn(handle, [(status_id, link) for link in range(links)]) if links else []
+    except pynvml.NVMLError as exc:
+        if getattr(exc, "value", None) not in (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+            errors.append(f"nvmlDeviceGetFieldValues(C2C): {exc}")
+        return None
+    return sum(1 for v in values if int(v.nvmlReturn) == NVML_SUCCESS and int(v.value.uiVal) == 1)
 
 
 def _read_links(pynvml: Any, handle: Any, errors: list[str]) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ from .identity import (
     slice_info,
 )
 from .layout import SliceLayout, host_facts, slice_layout
+from .processes import check_kuberay
 from .topology import (
     TPU_PCI_VENDOR,
     AcceleratorType,
@@ -107,6 +108,8 @@ class TPUBackend(AcceleratorBackend):
         facts = host_facts(len(chips), host.env, info.tpu_env, info.machine_type, problems)
         layout = slice_layout(acc, topo if fits else None, facts, problems) if acc is not None else None
         worker = _worker(info, layout, problems)
+        check_kuberay(host.env, info.kuberay, worker, info.processes_per_host, info.name, info.sources.get("name"),
+                      problems)
         hosts = layout.hosts if layout else None
         if hosts and info.hostnames and len(info.hostnames) != hosts and info.hostnames != ("localhost",):
             problems.append(f"{len(info.hostnames)} worker hostnames for a {hosts}-host slice ({acc.text if acc else '?'})")
@@ -286,6 +289,11 @@ def _attributes(info: SliceInfo, layout: SliceLayout | None, fabric: Fabric | No
             out[f"{LABEL_PREFIX}/ici-wrap"] = ("twisted-" if layout.twisted and axes else "") + (axes or "none")
     if info.sources.get("name"):
         out[f"{LABEL_PREFIX}/slice-name-source"] = info.sources["name"]
+    if info.processes_per_host > 1:
+        # GKE TPU7x: one TPU process (container) per NUMA node; workers count processes.
+        out[f"{LABEL_PREFIX}/processes-per-host"] = str(info.processes_per_host)
+        if fabric is not None and fabric.worker is not None:
+            out[f"{LABEL_PREFIX}/process-index"] = str(fabric.worker % info.processes_per_host)
     if info.state:
         out[f"{LABEL_PREFIX}/slice-state"] = sanitize_value(info.state)
     if info.health:

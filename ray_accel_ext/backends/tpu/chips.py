@@ -65,6 +65,7 @@ def find_chips(host: Host, problems: list[Problem | str]) -> list[TpuChip]:
     generation None (:func:`unknown_chip_problem` explains it).
     """
     tpu_functions: list[tuple[PciFunction, Generation | None]] = []
+    addresses = pci_index(host).addresses()  # empty: sysfs PCI is not visible here
     for address in functions_of(host, (TPU_PCI_VENDOR,)):
         try:
             vendor, device, pci_class = pci_index(host).ids(address)
@@ -120,8 +121,10 @@ def find_chips(host: Host, problems: list[Problem | str]) -> list[TpuChip]:
     if no_node and not chips:
         # Partly visible chips are normal in a container given a subset; none at all is not.
         problems.append(f"TPU chips {', '.join(no_node)} have no /dev/accel* or /dev/vfio node (driver not bound?)")
-    if not chips_fns and accel:
-        # /dev/accel* without visible PCI functions (a container without /sys/bus/pci): trust the nodes.
+    if not addresses and accel:
+        # /dev/accel* where sysfs shows no PCI function at all (a container without /sys/bus/pci):
+        # trust the nodes. Where PCI is visible and holds no Google accelerator, /dev/accel0 is
+        # another vendor's (AMD IPU, Gaudi; https://github.com/ray-project/ray/issues/45302).
         chips = [TpuChip(None, (), node, number) for number, node in accel]
     gens = {c.generation.name for c in chips if c.generation is not None}
     if len(gens) > 1:

@@ -19,13 +19,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ...errors import ProviderError
+from ...errors import HostReadError, ProviderError
 from ...host import Host
 from ...host.protocol import GCE_METADATA_HOST_ENV, GCE_METADATA_IP_ENV
 from ...hw.cloud import cloud_provider
 from ...model import Location, Problem
 from ...problems import METADATA_ERROR
 from . import api as tpu_api
+from .processes import POD_LABELS_FILE, kuberay_indices, parse_pod_labels, process_layout
 
 __all__ = ["RAY_TPU_ENV", "SliceInfo", "gke_environment", "parse_tpu_env", "provider_lookup", "slice_info"]
 
@@ -65,6 +66,8 @@ class SliceInfo:
     state: str | None = None
     health: str | None = None
     metadata_failed: bool = False  # the one metadata read failed: nothing else is asked of it
+    processes_per_host: int = 1  # TPU processes (GKE TPU7x containers) on one host (.processes)
+    kuberay: tuple[int | None, int | None] = (None, None)  # KubeRay's (replica index, host index)
 
     def set(self, attr: str, value: str | None, source: str) -> None:
         """Set ``attr`` from ``source`` unless an earlier source already gave it."""
@@ -96,6 +99,31 @@ def _from_env(env: Mapping[str, str]) -> SliceInfo:
         info.hostnames = names
         info.sources["hostnames"] = "env"
     return info
+
+
+def _pod_labels(host: Host, problems: list[str]) -> dict[str, str]:
+    path = host.env.get("RAY_ACCEL_POD_LABELS_FILE") or POD_LABELS_FILE
+    try:
+        return parse_pod_labels(host.read_optional(path, max_bytes=65536))
+    except HostReadError as exc:
+        problems.append(f"pod labels: {exc}")
+        return {}
+
+
+def _from_webhook(info: SliceInfo, host: Host, problems: list[str]) -> None:
+    """The multi-container process list (TPU7x) and KubeRay's indices (:mod:`.processes`)."""
+    env = host.env
+    layout = process_layout(env, problems)
+    if layout is not None:
+        # The slice's workers are its TPU processes; TPU_WORKER_HOSTNAMES lists only the pods.
+        info.hostnames = layout.addresses
+        info.sources["hostnames"] = "env TPU_PROCESS_ADDRESSES"
+        info.processes_per_host = layout.per_host
+    replica, host_index, replica_name = kuberay_indices(env, _pod_labels(host, problems), problems)
+    info.kuberay = (replica, host_index)
+    if info.processes_per_host == 1 and host_index is not None:
+        info.set("worker_id", str(host_index), "kuberay")
+    info.set("name", replica_name, "kuberay")
 
 
 # The instance keys read; all come from the one recursive read (MetadataClient.gce serves them).
@@ -135,6 +163,7 @@ def _apply(info: SliceInfo, values: Mapping[str, str | None], problems: list[Pro
 def slice_info(host: Host, problems: list[Problem | str]) -> SliceInfo:
     """Slice identity from GKE variables, then (not on GKE) the one recursive metadata read."""
     info = _from_env(host.env)
+    _from_webhook(info, host, problems)
     if gke_environment(host.env):
         info.sources["metadata"] = "not asked (GKE variables)"
         return info

@@ -126,3 +126,85 @@ def test_live_reader_on_this_machine_is_none_or_valid():
     """Runs the real reader against whatever NVML this machine has (none on CI runners)."""
     reading = _nvml.read_live()
     assert reading is None or _nvml.validate(reading) == []
+
+
+def test_without_nvidia_ml_py_rays_bundled_pynvml_reads_nvml(monkeypatch):
+    """No ``pynvml`` module (nvidia-ml-py not installed) but Ray installed: NVML is read through
+    Ray's bundled copy, and the reading says so (so NVLink and the NVLink domain are not lost)."""
+    import sys
+
+    pytest.importorskip("ray._private.thirdparty.pynvml")
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    module, binding = _nvml.import_binding()
+    assert binding == "ray-bundled" and module.__name__ == "ray._private.thirdparty.pynvml"
+    reading = _nvml.read_live()  # no driver here: None, else a reading that names its binding
+    assert reading is None or (reading["binding"] == "ray-bundled" and _nvml.validate(reading) == [])
+
+
+def test_binding_of_a_live_reading_is_published(h100):
+    path = h100 / "libraries" / "nvml.json"
+    reading = json.loads(path.read_text())
+    reading["binding"] = "ray-bundled"
+    path.write_text(json.dumps(reading))
+    inventory, desc = describe(h100)
+    assert desc.attributes["nvidia.rayaccel.io/nvml-binding"] == "ray-bundled"
+    assert desc.links and not inventory.degraded
+
+
+class _FakeNvml:
+    """Just enough of a ``pynvml`` module for one Grace-attached GPU (a GB200 of a tray)."""
+
+    NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND = 3, 13
+    NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_DRIVER_NOT_LOADED = 12, 9
+    NVML_FI_DEV_C2C_LINK_COUNT, NVML_FI_DEV_C2C_LINK_GET_STATUS = 170, 171
+
+    class NVMLError(Exception):
+        def __init__(self, value):
+            super().__init__(value)
+            self.value = value
+
+    def __init__(self, c2c_status=(1, 1), numa=2):
+        self.c2c_status, self.numa = c2c_status, numa
+
+    def nvmlInit(self): pass
+    def nvmlShutdown(self): pass
+    def nvmlSystemGetDriverVersion(self): return "570.172.08"
+    def nvmlDeviceGetCount(self): return 1
+    def nvmlDeviceGetHandleByIndex(self, i): return i
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return type("Pci", (), {"busId": b"00000008:01:00.0"})()
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return type("Mem", (), {"total": 189471 << 20})()
+
+    def nvmlDeviceGetUUID(self, h): return "GPU-00000000-0000-0000-0000-000000000000"
+    def nvmlDeviceGetName(self, h): return "NVIDIA GB200"
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        raise self.NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlDeviceGetNumaNodeId(self, h):
+        if self.numa is None:
+            raise self.NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        return self.numa
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        def value(v, ret=0):
+            return type("FV", (), {"nvmlReturn": ret, "value": type("V", (), {"uiVal": v})()})()
+        if ids == [self.NVML_FI_DEV_C2C_LINK_COUNT]:
+            return [value(len(self.c2c_status))]
+        return [value(self.c2c_status[scope]) for field, scope in ids]
+
+
+@pytest.mark.parametrize("status, numa, links, node", [((1, 1), 2, 2, 2), ((1, 0), 10, 1, 10), ((), None, 0, None)])
+def test_live_reading_counts_active_c2c_links_and_the_gpu_numa_node(monkeypatch, status, numa, links, node):
+    """As NCCL's xml.cc counts them: NVML_FI_DEV_C2C_LINK_COUNT, then each link's status == 1;
+    nvmlDeviceGetNumaNodeId is the capture's GPU NUMA ID (N/A, here None, where not supported)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml(status, numa))
+    reading = _nvml.read_live()
+    assert _nvml.validate(reading) == [] and reading["binding"] == "nvidia-ml-py"
+    (dev,) = reading["devices"]
+    assert (dev["c2c_links"], dev["numa_node_id"], dev["errors"]) == (links, node, [])

@@ -128,3 +128,22 @@ def test_backend_is_registered_through_the_entry_point():
     assert isinstance(backend, NvidiaGPUBackend)
     assert backend.resource_name == "GPU" and backend.visible_devices_env_var == "CUDA_VISIBLE_DEVICES"
     assert backend.label_prefix == "nvidia.rayaccel.io"
+
+
+@pytest.mark.parametrize("device_id, subsystem, nvml_name, nvml_mib, sku, gib, ray_type", [
+    # pci.ids 2bb3 / 2c3a / 232c; NVML names from the driver's README (595.45.04), H20-3e's
+    # 143771 MiB as public nvidia-smi captures print it.
+    ("0x2bb3", ("0x10de", "0x204d"), "NVIDIA RTX PRO 5000 Blackwell", None, "rtx-pro-5000-blackwell-48gb", "48", "RTX-PRO-5000"),
+    ("0x2bb3", ("0x17aa", "0x227a"), "NVIDIA RTX PRO 5000 72GB Blackwell", None, "rtx-pro-5000-blackwell-72gb", "72",
+     "RTX-PRO-5000"),
+    ("0x2c3a", ("0x10de", "0x0000"), "NVIDIA RTX PRO 4500 Blackwell Server Edition", None,
+     "rtx-pro-4500-blackwell-server-32gb", "32", "RTX-PRO-4500"),
+    ("0x232c", ("0x10de", "0x2063"), "NVIDIA H20-3e", 143771, "h20-3e", "141", "H20"),
+])
+def test_newer_blackwell_workstation_and_h20_hbm3e(tmp_path, device_id, subsystem, nvml_name, nvml_mib, sku, gib, ray_type):
+    """Known SKUs (generation, memory), not unknown ids: the node is not degraded for them."""
+    root = nvidia_host(tmp_path / sku, device_id, subsystem=subsystem, count=1, nvml_name=nvml_name, memory_mib=nvml_mib)
+    labels = _labels(root)
+    assert (labels["rayaccel.io/sku"], labels["rayaccel.io/memory-gib"]) == (sku, gib)
+    assert labels["rayaccel.io/generation"] == ("hopper" if device_id == "0x232c" else "blackwell")
+    assert labels["ray.io/accelerator-type"] == ray_type and labels["rayaccel.io/discovery"] == "ok"

@@ -189,3 +189,23 @@ def test_resource_per_chip_scales_the_tpu_resource(tmp_path, capsys, monkeypatch
     assert desc["resource_quantity"] == 8 and len(desc["devices"]) == 4
     held = topology_for(NodeDescription.from_dict(desc), ["2", "3", "6", "7"])
     assert [d.index for d in held.devices] == [1, 3]
+
+
+def test_dev_accel0_beside_a_visible_non_google_pci_tree_is_no_tpu():
+    """ray-project/ray#45302: Ray counts a bare /dev/accel0 (here an AMD IPU's) as one TPU and asks
+    GCE metadata. Where sysfs shows PCI functions and none is Google's, no TPU is found and the
+    metadata server (served by the snapshot) is asked nothing."""
+    from ray_accel_ext.host import open_host
+    from ray_accel_ext.host.snapshot import metadata_spec
+    from ray_accel_ext.node.discovery import discover
+    from ray_accel_ext.testing.fake_metadata import MetadataServers
+
+    snapshot = HOSTS / "tpu" / "amd-ipu-dev-accel-no-tpu"
+    with MetadataServers(metadata_spec(snapshot)) as servers:
+        env = {**servers.env(), "RAY_ACCEL_ROOT": str(snapshot)}
+        inventory = discover(open_host(str(snapshot), environ=env))
+        asked = servers.gce.count()
+    assert [d.backend for d in inventory.descriptions] == []
+    assert asked == 0
+    expected = json.loads((snapshot / "expected.json").read_text())
+    assert "TPU" not in expected["ray"]["resources"] and "rayaccel.io/families" not in expected["ray"]["labels"]

@@ -46,6 +46,7 @@ RULES = {
     "single-host-named": "Single-host slice without a name or worker id",
     "hostnames-name": "Multi-host slice without a name",
     "topology-unparsed": "A topology that does not parse",
+    "accel-not-tpu": "A bare `/dev/accel0` beside a PCI tree with no Google function",
 }
 FIRED: Counter[str] = Counter()
 
@@ -105,6 +106,13 @@ def _expected(case: Case, ray: dict) -> tuple[dict, list[str]]:
         if acc is not None and hosts is not None:
             hosts = math.ceil(acc.chips / case.chips)
         fire(rule, before, (res, hosts))
+    if not case.chips and not case.extra_google_vfio and res.get("TPU"):
+        # Ray counts glob("/dev/accel*"); with sysfs PCI visible and no Google function the node
+        # is another vendor's accelerator (ray-project/ray#45302): no TPU, nothing TPU about it.
+        res = {k: v for k, v in res.items() if k != "TPU" and not k.startswith("accelerator_type:TPU")}
+        labels = {k: v for k, v in labels.items() if not k.startswith("ray.io/tpu-") and k != "ray.io/accelerator-type"}
+        hosts = None
+        fired.append("accel-not-tpu")
     if case.gen is not None and not any(k.startswith("accelerator_type:") for k in res):
         # The chips say what they are; Ray knows only what the type string says.
         res[f"accelerator_type:{RAY_TYPE[case.gen]}"] = 1
@@ -187,6 +195,8 @@ def _case_of(snapshot) -> Case:
     attrs = {} if hangs else {k.rpartition("/")[2]: v for k, v in gce.items() if k.startswith("instance/attributes/")}
     facts = {
         "gce-gvnic-nvme-no-tpu": (None, 0, 1), "gce-v4-8-dev-accel": ("v4", 4, 0),
+        "amd-ipu-dev-accel-no-tpu": (None, 0, 0),
+        "gke-tpu7x-16-two-container-c0": ("tpu7x", 2, 0), "gke-tpu7x-16-two-container-c1": ("tpu7x", 2, 0),
         "gce-v5litepod-8-single-host": ("v5litepod", 8, 0), "gce-v5p-16-worker1": ("v5p", 4, 0),
         "gce-v6e-4-metadata-timeout": ("v6e", 4, 0), "gke-tpu7x-4chip-single-host": ("tpu7x", 4, 0),
         "gke-v6e-4x4-worker0": ("v6e", 4, 0), "gke-v6e-4x4-worker3": ("v6e", 4, 0),

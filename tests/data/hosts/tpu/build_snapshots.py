@@ -311,6 +311,95 @@ Synthetic, built by `build_snapshots.py`.
     )
 
 
+TPU7X_GROUP, TPU7X_CLUSTER = "tpu7x-group", "rc-tpu7x"
+
+
+def tpu7x_container_env(host: int, container: int, *, replica: int = 0, hosts: int = 2,
+                        kuberay: dict[str, str] | None = None) -> dict[str, str]:
+    """What GKE's TPU device plugin and the KubeRay TPU webhook give TPU container ``container``
+    (one NUMA node's 2 chips) of host ``host`` of a ``tpu7x-16`` slice (2 hosts x 2 containers)."""
+    name = f"{TPU7X_GROUP}-{replica}"
+    dns = [f"{name}-{h}.{TPU7X_CLUSTER}-headless-worker-svc.default.svc" for h in range(hosts)]
+    env = {
+        # device plugin (InitEnvs): the container's own 2-chip block is its "host"
+        "TPU_ACCELERATOR_TYPE": "tpu7x-16", "TPU_TOPOLOGY": "2x2x2", "TPU_SKIP_MDS_QUERY": "true",
+        "TPU_HOST_BOUNDS": "2,1,2", "TPU_CHIPS_PER_HOST_BOUNDS": "1,2,1",
+        "WORKLOAD_NIC_PREFERRED_NUMA": str(container),
+        # webhook (mutatePod, tpu7x): process index, process list, port
+        "TPU_WORKER_ID": str(host * 2 + container), "TPU_NAME": name,
+        "TPU_WORKER_HOSTNAMES": ",".join(dns),
+        "TPU_PROCESS_ADDRESSES": ",".join(f"{d}:{8471 + c}" for d in dns for c in range(2)),
+        "TPU_PROCESS_PORT": str(8471 + container),
+        # KubeRay's multi-host labels, through the downward API
+        "KUBERAY_WORKER_GROUP_REPLICA_INDEX": str(replica), "KUBERAY_REPLICA_HOST_INDEX": str(host),
+    }
+    env.update(kuberay or {})
+    return env
+
+
+def _tpu7x_container_tree(tree: Tree, hostname: str, container: int) -> Tree:
+    """A TPU7x host as one of its TPU containers sees it: all 4 chips on PCI (sysfs is not
+    namespaced), the VFIO nodes of its own NUMA node's 2 chips only."""
+    tree.gce(hostname)
+    group = 0
+    for slot, numa in (("0000:c0:02", 0), ("0000:c0:03", 0), ("0000:e0:02", 1), ("0000:e0:03", 1)):
+        cpus = "0-71,144-215" if numa == 0 else "72-143,216-287"
+        for fn in (0, 1):
+            tree.pci(f"{slot}.{fn}", GOOGLE, "0x0076", "0x120000", numa=numa, cpus=cpus, iommu_group=group,
+                     vfio=numa == container)
+            group += 1
+    tree.pci("0000:00:04.0", GOOGLE, "0x0042", "0x020000")
+    return tree
+
+
+def tpu7x_two_container(container: int) -> None:
+    name = f"gke-tpu7x-16-two-container-c{container}"
+    tree = _tpu7x_container_tree(Tree(name), f"{TPU7X_GROUP}-0-0", container)
+    tree.files(
+        env=tpu7x_container_env(0, container),
+        metadata={"gce": _gce_location("us-central1-c", "tpu7x-standard-4t")},
+        readme=f"""
+# GKE TPU7x pod with two TPU containers: container {container} of host 0 of a tpu7x-16 slice
+
+A KubeRay worker pod on a `tpu7x-standard-4t` node (4 chips, 2 NUMA nodes; GKE runs one TPU
+container per NUMA node, https://docs.cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood)
+of a 2-host `tpu7x-16` slice (8 chips, topology `2x2x2`): container {container}, bound to NUMA node
+{container}'s two chips. Its sibling is `gke-tpu7x-16-two-container-c{1 - container}`; host 1's two
+containers are derived by `slice_container` for the `ray start` test.
+
+- PCI: the host's four chips (`0x1ae0:0x0076`, two functions each, one IOMMU group per function;
+  sysfs is not namespaced); `/dev/vfio` holds only this container's four groups (its two chips).
+- env, from GKE's TPU device plugin (`InitEnvs`, a 2-chip container is its own "host"):
+  `TPU_ACCELERATOR_TYPE=tpu7x-16`, `TPU_TOPOLOGY=2x2x2`, `TPU_HOST_BOUNDS=2,1,2`,
+  `TPU_CHIPS_PER_HOST_BOUNDS=1,2,1`, `WORKLOAD_NIC_PREFERRED_NUMA={container}`; and from the KubeRay TPU
+  webhook (`ai-on-gke/kuberay-tpu-webhook` `main.go`, tpu7x): `TPU_WORKER_ID` = host x 2 +
+  container = {container}, `TPU_NAME=tpu7x-group-0`, `TPU_WORKER_HOSTNAMES` (the 2 pods),
+  `TPU_PROCESS_ADDRESSES` (the 4 processes, `<pod>:<8471 + container>`), `TPU_PROCESS_PORT={8471 + container}`.
+  KubeRay's pod labels `ray.io/worker-group-replica-index=0` and `ray.io/replica-host-index=0`
+  reach the container through the downward API (`KUBERAY_WORKER_GROUP_REPLICA_INDEX`,
+  `KUBERAY_REPLICA_HOST_INDEX`).
+
+Ray's manager (2.60, and its newest `tpu.py`) makes each container a worker of the slice:
+`ray.io/tpu-worker-id={container}`, `ray.io/tpu-slice-name=tpu7x-group-0`, pod type `v7x-16`, a
+4-worker slice (`get_num_workers_in_current_tpu_pod`, 16 cores over 2 chips x 2 cores); it counts
+`TPU: 4` here (one per VFIO group), we count the 2 chips. The slice has 4 workers (processes),
+as `TPU_PROCESS_ADDRESSES` lists them; `TPU_WORKER_HOSTNAMES` lists only the 2 pods.
+
+Synthetic, built by `build_snapshots.py`.
+""",
+    )
+
+
+def slice_container(dest: Path, *, host: int, container: int, replica: int = 0,
+                    kuberay: dict[str, str] | None = None) -> Path:
+    """A tpu7x-16 container snapshot at ``dest``: container ``container`` of host ``host``."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    tree = _tpu7x_container_tree(Tree(dest.name, base=dest.parent), f"{TPU7X_GROUP}-{replica}-{host}", container)
+    tree.files(env=tpu7x_container_env(host, container, replica=replica, kuberay=kuberay), readme="derived")
+    return dest
+
+
 def gce_v4_8_accel() -> None:
     tree = Tree("gce-v4-8-dev-accel").gce("t1v-n-91ab22cd-w-0")
     # v4 uses the legacy driver: /dev/accel0..3 character devices (hardware.md 2.7), no VFIO.
@@ -370,6 +459,42 @@ Intel NPU drivers), not a TPU node. Metadata: zone and machine type; no TPU attr
 No TPU must be found. Ray 2.60 counts the DPDK gVNIC's VFIO group as a TPU (its check is only
 "some function in the IOMMU group has vendor 0x1ae0") and so publishes `TPU: 1`; it correctly
 ignores the BlueField group and the `/dev/accel/` directory.
+
+Synthetic, built by `build_snapshots.py`.
+""",
+    )
+
+
+def amd_ipu_dev_accel() -> None:
+    tree = Tree("amd-ipu-dev-accel-no-tpu")
+    _write(tree.root / "sys/class/dmi/id/sys_vendor", "LENOVO\n")
+    _write(tree.root / "sys/class/dmi/id/product_name", "21K5CTO1WW\n")
+    _write(tree.root / "proc/sys/kernel/hostname", "ryzen-ai-laptop\n")
+    # AMD Ryzen AI (Phoenix) IPU: 1022:1502, class 0x118000 (signal processing controller), as
+    # pci.ids and the amdxdna driver's device table list it; a bare /dev/accel0 node beside it.
+    tree.pci("0000:c4:00.1", "0x1022", "0x1502", "0x118000", numa=-1, cpus="0-15", subsystem=("0x17aa", "0x50c1"))
+    tree.pci("0000:c3:00.0", "0x1002", "0x15bf", "0x030000", numa=-1, cpus="0-15", subsystem=("0x17aa", "0x50c1"))
+    tree.accel(1)
+    tree.files(
+        env={},
+        metadata={"gce": {}},  # served, so that a test can count that nothing asks it
+        readme="""
+# A laptop whose /dev/accel0 is an AMD IPU, not a TPU
+
+Reproduces https://github.com/ray-project/ray/issues/45302 (comment of 2025-12-16: "Ray's TPU
+detector incorrectly identifies `/dev/accel0` (an AMD IPU Device) as a TPU because it matches
+`/dev/accel*`"; the issue itself is the same false TPU on a Gaudi HPU-only node). Ray's TPU
+manager counts `glob("/dev/accel*")`, publishes `TPU: 1`, and then asks the GCE metadata server
+for the accelerator type.
+
+- DMI: `LENOVO` (not Google Compute Engine), so no metadata server is asked (the snapshot serves
+  an empty GCE metadata server only so that a test can count that nothing asks it).
+- PCI (visible): an AMD Ryzen AI IPU (`1022:1502`, class `0x118000`) and the integrated Radeon
+  (`1002:15bf`); no Google (`0x1ae0`) function.
+- `/dev/accel0`: a bare node (the IPU's accel device).
+
+No TPU must be found: `/dev/accel*` counts as TPU chips only where sysfs shows no PCI function
+at all (a container without `/sys/bus/pci`).
 
 Synthetic, built by `build_snapshots.py`.
 """,
@@ -470,8 +595,11 @@ def main() -> int:
     gce_v5p_16_worker1()
     gce_v5litepod_8()
     tpu7x_4chip()
+    tpu7x_two_container(0)
+    tpu7x_two_container(1)
     gce_v4_8_accel()
     gvnic_nvme_only()
+    amd_ipu_dev_accel()
     gce_metadata_timeout()
     gce_unknown_id()
     gke_unknown_id_typed()
