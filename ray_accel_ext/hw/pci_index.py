@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import threading
-import weakref
 from collections.abc import Iterable
 
 from ..errors import HostReadError
@@ -35,8 +34,8 @@ _MAX_PROC_BYTES = 4 << 20
 # bus and devfn, vendor and device, then the IRQ, BARs and driver: one function a line
 _PROC_TEXT = re.compile(r"(?:[0-9a-fA-F]{4}\t[0-9a-fA-F]{8}\t[^\n]*\n)*", re.ASCII)
 
-_indexes: weakref.WeakKeyDictionary[Host, PciIndex] = weakref.WeakKeyDictionary()
-_indexes_lock = threading.Lock()
+_ATTR = "_rayaccel_pci_index"
+_lock = threading.Lock()
 
 
 class PciIndex:
@@ -44,21 +43,12 @@ class PciIndex:
     class), and the kernel's one-file summary of every function's vendor where it holds."""
 
     def __init__(self, host: Host) -> None:
-        # Weakly: the index lives in a WeakKeyDictionary keyed by the host, and a value that held
-        # its key would keep every host (and its index) alive for ever.
-        self._host_ref = weakref.ref(host)
+        self._host = host
         self._lock = threading.RLock()
         self._addresses: list[str] | HostReadError | None = None
         self._ids: dict[str, tuple[str, str, str] | HostReadError] = {}
         self._proc: str | None | bool = False  # False: not read yet
         self._vendor_slots: dict[str, frozenset[str]] = {}
-
-    @property
-    def _host(self) -> Host:
-        host = self._host_ref()
-        if host is None:
-            raise HostReadError(PROC_PCI_DEVICES, "the host of this index is gone")
-        return host
 
     def addresses(self) -> list[str]:
         """Every function's address (:func:`~.pci.list_functions`); raises its HostReadError."""
@@ -67,7 +57,7 @@ class PciIndex:
                 try:
                     self._addresses = list_functions(self._host)
                 except HostReadError as exc:
-                    self._addresses = exc
+                    self._addresses = exc.with_traceback(None)
             if isinstance(self._addresses, HostReadError):
                 raise self._addresses
             return self._addresses
@@ -80,7 +70,7 @@ class PciIndex:
                 try:
                     found = read_ids(self._host, address)
                 except HostReadError as exc:
-                    found = exc
+                    found = exc.with_traceback(None)
                 self._ids[address] = found
         if isinstance(found, HostReadError):
             raise found
@@ -128,11 +118,19 @@ class PciIndex:
 
 
 def pci_index(host: Host) -> PciIndex:
-    """The one :class:`PciIndex` of ``host`` (made on first use, dropped with the host)."""
-    with _indexes_lock:
-        index = _indexes.get(host)
-        if index is None:
-            index = _indexes[host] = PciIndex(host)
+    """The one :class:`PciIndex` of ``host``, kept on the host itself (made on first use, gone with
+    the host); a host that takes no attribute gets a fresh index each call."""
+    index = getattr(host, _ATTR, None)
+    if isinstance(index, PciIndex):
+        return index
+    with _lock:
+        index = getattr(host, _ATTR, None)
+        if not isinstance(index, PciIndex):
+            index = PciIndex(host)
+            try:
+                setattr(host, _ATTR, index)
+            except AttributeError:  # __slots__, a frozen host
+                pass
         return index
 
 
