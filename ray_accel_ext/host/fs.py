@@ -56,10 +56,14 @@ class FsHost:
         budget_s: float | None = None,
         snapshot_dir: str | os.PathLike[str] | None = None,
         deadline: Deadline | None = None,
+        run_tools: bool | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.snapshot_dir = Path(snapshot_dir).resolve() if snapshot_dir is not None else None
         self.live = str(self.root) == "/" and self.snapshot_dir is None
+        #: whether a tool without a recording is executed: on the live host only, unless the caller
+        #: (never a snapshot's own data) asks for it; a snapshot is data, never a program to run
+        self.run_tools = self.live if run_tools is None else bool(run_tools)
         self.env = MappingProxyType(dict(os.environ if env is None else env))
         if deadline is None:
             deadline = Deadline(budget_s) if budget_s is not None else Deadline.from_env(self.env)
@@ -318,6 +322,9 @@ class FsHost:
         exe = self._real(argv[0])
         if not os.path.isfile(exe) or not os.access(exe, os.X_OK):
             raise CommandError(argv, "not installed")
+        if not self.run_tools:
+            raise CommandError(argv, "not recorded; the program in the root is not run (under a root other than / "
+                                     "only recordings are read)")
         timeout = self.deadline.clamp(timeout_s)
         if timeout <= 0:
             raise CommandError(argv, "discovery budget spent before the tool could run")

@@ -364,7 +364,7 @@ def test_a_tool_that_leaves_a_child_holding_its_output_is_cut_off_with_it(tmp_pa
     tool.parent.mkdir(parents=True)
     tool.write_text("#!/bin/sh\nsleep 600 &\necho started\n")
     tool.chmod(0o755)
-    host = FsHost(tmp_path, env={}, budget_s=BUDGET_S)
+    host = FsHost(tmp_path, env={}, budget_s=BUDGET_S, run_tools=True)
     started = time.monotonic()
     with pytest.raises(CommandError, match="timed out"):
         host.run(["/usr/bin/hostile-tool"], timeout_s=0.5)
