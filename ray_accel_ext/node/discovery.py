@@ -36,6 +36,7 @@ from ..hw.pci import BDF_RE, PCI_DEVICES
 from ..labels import key_prefix
 from ..model import NodeDescription, NodeInventory, Problem
 from ..redact import redact
+from .answers import LabelBudget, bounded, declaration_errors
 from .checks import description_problems
 from .envelope import STAGGER_S, join_ends
 from .isolate import Worker, can_fork, isolation_mode
@@ -50,6 +51,7 @@ _HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,6}")
 # Directories the backends' detect() start from. detect() never raises, so one that exists but
 # cannot be listed (mode 000, a symlink loop) would read as "no accelerators, ok"; it is reported.
 _ENTRY_DIRS = ("/sys/bus/pci/devices", "/dev")
+MAX_WORKERS = 32
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class _InProcess:
     def __init__(self, host: Host, *, spec: BackendSpec | None = None, backend: AcceleratorBackend | None = None) -> None:
         self.host, self.spec, self.backend = host, spec, backend
         self.name = spec.name if spec is not None else backend.name  # type: ignore[union-attr]
+        self.in_tree = spec.in_tree if spec is not None else True  # a backend object handed in by the caller
         self.stage = "import" if spec is not None else "detect"
         self.info: BackendInfo | None = None
         self.desc: Any = None
@@ -122,6 +125,7 @@ class _Isolated:
 
     def __init__(self, host: Host, spec: BackendSpec) -> None:
         self.name = spec.name
+        self.in_tree = spec.in_tree
         self.worker = Worker(spec, host)
         self.thread = threading.Thread(target=self.worker.supervise, name=f"ray-accel-{spec.name}-worker", daemon=True)
 
@@ -210,15 +214,28 @@ def _tasks(host: Host, problems: list[Problem]) -> list[Any]:
     tasks: list[Any] = []
     mode = isolation_mode(host.env)
     fork = can_fork() and isinstance(host, FsHost) and mode != "none"
-    # Workers first, from this thread, before any thread of ours runs (isolate's module doc).
+    # Workers first, from this thread, before any thread of ours runs (isolate's module doc);
+    # at most MAX_WORKERS, and none once half the budget is spent forking: 600 backends that sleep
+    # at import would otherwise take the whole budget before any backend ran.
+    workers = 0
+    unstarted: list[str] = []
     for spec in _scan(host, problems):
         if fork and (mode == "all" or not spec.in_tree):
+            if workers >= MAX_WORKERS or host.deadline.remaining() < host.deadline.budget_s / 2:
+                unstarted.append(spec.name)
+                continue
+            workers += 1
             try:
                 tasks.append(_Isolated(host, spec))
                 continue
             except OSError as exc:  # no fork possible (process limit): in a thread instead
                 log.warning("ray_accel_ext: no worker process for %s (%s); running it in a thread", spec.name, exc)
         tasks.append(_InProcess(host, spec=spec))
+    if unstarted:
+        problems.append(Problem(backend="registry", stage="budget", error="TimeoutError", message=(
+            f"{len(unstarted)} third-party backend(s) not started ({', '.join(unstarted[:5])}"
+            f"{', ...' if len(unstarted) > 5 else ''}): a node runs at most {MAX_WORKERS} backend worker processes, "
+            f"started in the first half of the {host.deadline.budget_s:g}s discovery budget")))
     return tasks
 
 
@@ -254,14 +271,19 @@ def _answers(tasks: list[Any], problems: list[Problem]) -> tuple[list[NodeDescri
     appended to ``problems``."""
     descriptions: list[NodeDescription] = []
     declared: dict[str, BackendInfo] = {}
-    for task in tasks:
+    budget = LabelBudget()
+    checked: dict[int, tuple[Any, Any]] = {}
+    for task in sorted(tasks, key=lambda t: not t.in_tree):  # the in-tree families' labels first
         failure = task.problem()
         desc = None
         if failure is None:
             try:
-                desc = _checked(task.info, task.answer())
+                desc = _checked(task.info, task.answer(), in_tree=task.in_tree, budget=budget)
             except Exception as exc:  # noqa: BLE001 - a malformed answer (from a worker: any data)
                 failure = ("describe", type(exc).__name__, _text(exc))
+        checked[id(task)] = failure, desc
+    for task in tasks:
+        failure, desc = checked[id(task)]
         if failure is not None:
             problems.append(Problem(backend=task.name, stage=failure[0], error=failure[1], message=failure[2]))
         if desc is not None:
@@ -276,13 +298,17 @@ def _clean(message: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + f"... ({len(text)} characters)"
 
 
-def _checked(info: BackendInfo | None, desc: Any) -> NodeDescription | None:
-    """``desc`` validated against the backend's declarations, with value problems added and every
-    problem message cleaned; None when the backend found nothing."""
+def _checked(info: BackendInfo | None, desc: Any, *, in_tree: bool, budget: LabelBudget) -> NodeDescription | None:
+    """``desc`` validated against the backend's declarations (checked again here: :mod:`.answers`)
+    and bounded, with value problems added and every problem message cleaned; None when the
+    backend found nothing."""
     if desc is None:
         return None
     if info is None:
         raise DescriptionError("the backend's declarations (name, prefix, resource) never arrived")
+    errors = declaration_errors(info, in_tree=in_tree)
+    if errors:
+        raise DescriptionError("; ".join(errors) + " (checked again in the node-start process)", "declarations")
     if not isinstance(desc, NodeDescription):
         raise DescriptionError(f"describe() returned {type(desc).__name__}, expected NodeDescription")
     if desc.backend != info.name:
@@ -293,6 +319,7 @@ def _checked(info: BackendInfo | None, desc: Any) -> NodeDescription | None:
     if desc.resource_name != info.resource_name:
         raise DescriptionError(f"resource_name is {desc.resource_name!r}, the backend declares {info.resource_name!r}",
                                "resource_name")
+    desc = bounded(desc, budget)
     errors = desc.consistency_errors()
     if errors:
         raise DescriptionError("; ".join(errors))
