@@ -42,6 +42,7 @@ __all__ = [
     "LabelBudget",
     "declaration_errors",
     "bounded",
+    "check_counts",
 ]
 
 # Ray 2.60 ray._private.ray_constants.MAX_RESOURCE_QUANTITY: `ray start` refuses a larger quantity.
@@ -91,6 +92,21 @@ class LabelBudget:
         self.pairs -= 1
         self.size -= cost
         return True
+
+
+def check_counts(data: Any) -> None:
+    """The list bounds on a worker's answer before it is rebuilt (rebuilding 20,000 devices takes
+    seconds of the node start); DescriptionError naming the list."""
+    if not isinstance(data, dict):
+        return  # from_dict says what is wrong
+    for field, limit in (("devices", MAX_DEVICES), ("links", MAX_LINKS), ("nics", MAX_NICS)):
+        value = data.get(field)
+        if isinstance(value, list) and len(value) > limit:
+            raise DescriptionError(f"{len(value)} entries, at most {limit} on one node; the answer is refused", field)
+    attributes = data.get("attributes")
+    if isinstance(attributes, dict) and len(attributes) > 16 * MAX_LABELS:
+        raise DescriptionError(f"{len(attributes)} attributes, far more than the {MAX_LABELS} labels a node "
+                               "publishes; the answer is refused", "attributes")
 
 
 def bounded(desc: NodeDescription, budget: LabelBudget) -> NodeDescription:

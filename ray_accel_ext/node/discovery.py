@@ -36,7 +36,7 @@ from ..hw.pci import BDF_RE, PCI_DEVICES
 from ..labels import key_prefix
 from ..model import NodeDescription, NodeInventory, Problem
 from ..redact import redact
-from .answers import LabelBudget, bounded, declaration_errors
+from .answers import LabelBudget, bounded, check_counts, declaration_errors
 from .checks import description_problems
 from .envelope import STAGGER_S, join_ends
 from .isolate import Worker, can_fork, isolation_mode
@@ -141,7 +141,10 @@ class _Isolated:
 
     def answer(self) -> Any:
         data = self.worker.result
-        return None if data is None else NodeDescription.from_dict(data)
+        if data is None:
+            return None
+        check_counts(data)
+        return NodeDescription.from_dict(data)
 
 
 def _scan(host: Host, problems: list[Problem]) -> list[BackendSpec]:
