@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from ..backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
 from ..errors import BackendLoadError
-from .entry_points import group_entry_points
 from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
+from .entry_points import group_entry_points
 
 __all__ = [
     "ENTRY_POINT_GROUP",
