@@ -40,7 +40,7 @@ from . import snapshot as _snapshot
 from .metadata import MetadataClient
 from .protocol import MAX_READ_BYTES, ROOT_ENV, Deadline
 from .regular import SpecialFile, read_regular
-from .walk import InRootWalk, LinkLoop
+from .walk import MANY_ENTRIES, InRootWalk, LinkLoop, without_dangling
 
 __all__ = ["FsHost", "open_host", "host_from_env"]
 
@@ -74,6 +74,8 @@ class FsHost:
         # same directories (every PCI device shares its bridges' path) skip the syscall.
         self._not_links: set[str] = set()
         self._reads: dict[str, tuple[str | None, int, str | None]] = {}
+        self._listed: dict[str, list[str]] = {}  # directories of MANY_ENTRIES or more, dangling links left out
+        self._many_lock = threading.Lock()
         self._root_str = "" if str(self.root) == "/" else str(self.root)
         self._lock = threading.Lock()
         #: directories that exist but could not be listed or searched: host path -> reason
@@ -297,10 +299,14 @@ class FsHost:
 
     def listdir(self, path: str) -> list[str]:
         fs_path = self._real(path)
+        if path in self._listed:
+            return list(self._listed[path])
         try:
             names = os.listdir(fs_path)
             if _snapshot.KEEP_MARKER in names and self.snapshot_dir is not None:
                 names.remove(_snapshot.KEEP_MARKER)
+            if len(names) > MANY_ENTRIES:  # more than any machine has: each entry would cost a walk
+                return self._many(path, fs_path, names)
             return sorted(names)
         except (FileNotFoundError, NotADirectoryError):
             return []
@@ -310,6 +316,15 @@ class FsHost:
         except OSError as exc:
             self._note_access(path, exc.strerror or str(exc))
             raise HostReadError(path, exc.strerror or str(exc)) from None
+
+    def _many(self, path: str, fs_path: str, names: list[str]) -> list[str]:
+        with self._many_lock:  # one thread filters, the others wait for its answer
+            if path not in self._listed:
+                kept = without_dangling(fs_path, names)
+                self._listed[path] = sorted(kept)
+                if len(kept) < len(names):
+                    self.special_files[path] = f"{len(names) - len(kept)} of {len(names)} entries are dangling links; left out"
+        return list(self._listed[path])
 
     # -- tools and libraries -------------------------------------------------------------------
 
