@@ -216,7 +216,11 @@ def _tasks(host: Host, problems: list[Problem]) -> list[Any]:
     """A task per enabled backend: third-party ones (all, in ``all`` mode) in a worker process."""
     tasks: list[Any] = []
     mode = isolation_mode(host.env)
-    fork = can_fork() and isinstance(host, FsHost) and mode != "none"
+    # A recording host (doctor, record) cannot be shared with a child: its workers get the host
+    # it records, so a backend's os._exit or stray thread never ends those commands (what a
+    # worker's backend reads is not in the recording).
+    forkable = host if isinstance(host, FsHost) else getattr(host, "inner", None)
+    fork = can_fork() and isinstance(forkable, FsHost) and mode != "none"
     # Workers first, from this thread, before any thread of ours runs (isolate's module doc);
     # at most MAX_WORKERS, and none once half the budget is spent forking: 600 backends that sleep
     # at import would otherwise take the whole budget before any backend ran.
@@ -229,7 +233,7 @@ def _tasks(host: Host, problems: list[Problem]) -> list[Any]:
                 continue
             workers += 1
             try:
-                tasks.append(_Isolated(host, spec))
+                tasks.append(_Isolated(forkable, spec))
                 continue
             except OSError as exc:  # no fork possible (process limit): in a thread instead
                 log.warning("ray_accel_ext: no worker process for %s (%s); running it in a thread", spec.name, exc)

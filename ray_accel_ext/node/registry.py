@@ -329,12 +329,17 @@ def load_backends(
     return backends
 
 
-def backend_classes(env: Mapping[str, str] | None = None, *, include_disabled: bool = False) -> dict[str, type[AcceleratorBackend]]:
+def backend_classes(env: Mapping[str, str] | None = None, *, include_disabled: bool = False,
+                    in_tree_only: bool = False) -> dict[str, type[AcceleratorBackend]]:
     """The class of every enabled (or, with ``include_disabled``, installed), loadable backend by
-    name; one that fails to import is left out (``load_backends`` is what reports it)."""
+    name (``in_tree_only``: this package's own); one that fails to import is left out
+    (``load_backends`` is what reports it)."""
     out: dict[str, type[AcceleratorBackend]] = {}
     specs, _ = scan_backends({} if include_disabled else env)
+    disabled = disabled_names(env)
     for spec in specs:
+        if not spec.in_tree and (in_tree_only or spec.name in disabled):
+            continue  # a disabled vendor package is never imported (its import may hang or end the process)
         try:
             out[spec.name] = import_backend_class(spec)
         except BackendLoadError:  # reported by discovery on the node-start path
@@ -347,7 +352,14 @@ def families(env: Mapping[str, str] | None = None) -> list[FamilyInfo]:
     by ``RAY_ACCEL_DISABLE`` or not: their devices are still theirs) and the
     :data:`KNOWN_FAMILIES` whose backend is not installed, sorted by backend name."""
     out: dict[str, FamilyInfo] = {}
-    for name, cls in backend_classes(env, include_disabled=True).items():
+    # A vendor's package is never imported here, in the calling process (doctor, the health
+    # monitors): its import may hang or end the process. It is listed by name; its PCI ids and
+    # driver files are known once it runs in discovery's worker.
+    for spec in scan_backends({})[0]:
+        if not spec.in_tree:
+            out[spec.name] = FamilyInfo(backend=spec.name, family=spec.name, provided_by="its vendor's package",
+                                        installed=True)
+    for name, cls in backend_classes(env, include_disabled=True, in_tree_only=True).items():
         known = KNOWN_FAMILIES.get(name)
         out[name] = FamilyInfo(
             backend=name,
