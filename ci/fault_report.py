@@ -35,6 +35,8 @@ MODULES = {
     "soak": "tests/reliability/test_soak.py",
     "hostile": "tests/reliability/test_hostile.py",
     "hostile_ray": "tests/reliability/test_hostile_ray.py",
+    "trust": "tests/reliability/test_trust.py",
+    "trust_ray": "tests/reliability/test_trust_ray.py",
 }
 BENCH = "bench_discovery.json"
 OUTCOMES = ("correct", "degraded", "clear error", "unflagged change")
