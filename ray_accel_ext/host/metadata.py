@@ -226,8 +226,9 @@ class MetadataClient:
             parts = urlsplit(url)
             parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
         except ValueError as exc:  # GCE_METADATA_HOST='::1', '[::1', 'x:abc', '127.0.0.1:99999'
-            raise MetadataServerError(f"{method} {url[:200]}: malformed endpoint (GCE_METADATA_HOST or AWS_EC2_METADATA_SERVICE_ENDPOINT: {exc})", endpoint=url[:200],
-                                      attempts=0) from None
+            raise MetadataServerError(
+                f"{method} {url[:200]}: malformed endpoint (GCE_METADATA_HOST or AWS_EC2_METADATA_SERVICE_ENDPOINT: {exc})",
+                endpoint=url[:200], attempts=0) from None
         attempts = 0
         while True:
             attempts += 1
