@@ -238,11 +238,14 @@ def _tasks(host: Host, problems: list[Problem]) -> list[Any]:
             except OSError as exc:  # no fork possible (process limit): in a thread instead
                 log.warning("ray_accel_ext: no worker process for %s (%s); running it in a thread", spec.name, exc)
         tasks.append(_InProcess(host, spec=spec))
-    if unstarted:
+    why = (f"a node runs at most {MAX_WORKERS} backend worker processes, started in the first half of the "
+           f"{host.deadline.budget_s:g}s discovery budget")
+    for name in unstarted[:MAX_WORKERS]:  # each named; past that, one line for the rest
+        problems.append(Problem(backend=name, stage="budget", error="TimeoutError", message=f"not started: {why}"))
+    if len(unstarted) > MAX_WORKERS:
+        rest = unstarted[MAX_WORKERS:]
         problems.append(Problem(backend="registry", stage="budget", error="TimeoutError", message=(
-            f"{len(unstarted)} third-party backend(s) not started ({', '.join(unstarted[:5])}"
-            f"{', ...' if len(unstarted) > 5 else ''}): a node runs at most {MAX_WORKERS} backend worker processes, "
-            f"started in the first half of the {host.deadline.budget_s:g}s discovery budget")))
+            f"{len(rest)} more third-party backend(s) not started ({', '.join(rest[:3])}, ...): {why}")))
     return tasks
 
 

@@ -134,7 +134,8 @@ class BackendInfo:
         )
 
 
-def _specs(skipped: list[str] | None = None) -> tuple[list[BackendSpec], dict[str, list[BackendSpec]]]:
+def _specs(skipped: list[str] | None = None, refused_out: list[str] | None = None
+           ) -> tuple[list[BackendSpec], dict[str, list[BackendSpec]]]:
     """Installed backends by name, and the names two distributions register differently. A
     third-party entry point under an in-tree backend's name is refused (noted in ``skipped``):
     the in-tree backend keeps its name and its devices."""
@@ -151,9 +152,10 @@ def _specs(skipped: list[str] | None = None) -> tuple[list[BackendSpec], dict[st
             seen[name] = prior if prior.in_tree else spec
             continue
         clashes.setdefault(name, [prior]).append(spec)
-    if skipped is not None:
-        skipped.extend(f"{s.where} is refused: {s.name!r} is the name of an in-tree backend, which keeps it"
-                       for s in refused)
+    said = [f"{s.where} is refused: {s.name!r} is the name of an in-tree backend, which keeps it" for s in refused]
+    for out in (skipped, refused_out):
+        if out is not None:
+            out.extend(said)
     return sorted(seen.values(), key=lambda s: s.name), clashes
 
 
@@ -165,9 +167,12 @@ def _clash_message(name: str, specs: list[BackendSpec]) -> str:
 
 def available_backends() -> list[BackendSpec]:
     """Every backend entry point installed; a name two distributions register differently raises."""
-    specs, clashes = _specs()
+    refused: list[str] = []
+    specs, clashes = _specs(refused_out=refused)
     for name, offers in sorted(clashes.items()):
         raise BackendLoadError(_clash_message(name, offers), backend=name)
+    if refused:  # strict: the node-start path keeps the in-tree backend, the CLI and tests say it loudly
+        raise BackendLoadError(refused[0])
     return specs
 
 
