@@ -85,6 +85,8 @@ def recorded_command(snapshot: Path, argv: list[str]) -> str | None:
     """The recorded stdout of ``argv[0]`` on ``snapshot``; None when the tool was not recorded."""
     path = snapshot / COMMANDS_DIR / (os.path.basename(argv[0]) + ".json")
     if not path.is_file():
+        if os.path.lexists(path):  # a link loop, a FIFO: a recording that cannot be read is not "no recording"
+            raise CommandError(argv, f"recorded output {path.name} unreadable: not a regular file")
         return None
     try:
         rec = _recording(path)
@@ -105,6 +107,8 @@ def recorded_library(snapshot: Path, name: str) -> Any:
     """The recorded reading of library ``name`` (``nvml``); None when there is none."""
     path = snapshot / LIBRARIES_DIR / f"{name}.json"
     if not path.is_file():
+        if os.path.lexists(path):
+            raise HostReadError(f"{LIBRARIES_DIR}/{name}.json", "unreadable recording: not a regular file")
         return None
     try:
         return _recording(path)
