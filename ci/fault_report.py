@@ -35,6 +35,8 @@ MODULES = {
     "soak": "tests/reliability/test_soak.py",
     "hostile": "tests/reliability/test_hostile.py",
     "hostile_ray": "tests/reliability/test_hostile_ray.py",
+    "trust": "tests/reliability/test_trust.py",
+    "trust_ray": "tests/reliability/test_trust_ray.py",
 }
 BENCH = "bench_discovery.json"
 OUTCOMES = ("correct", "degraded", "clear error", "unflagged change")
@@ -64,7 +66,6 @@ _EXPLANATIONS = (
     ("/numa_node", "Expected: sysfs without numa_node (some VMs) leaves the NUMA label out"),
     ("kernel/hostname", "Expected: without /proc/sys/kernel/hostname the host is named by /etc/hostname or /etc/machine-id (a host with none of them is degraded)"),
     ("dmi/id/product_name", "Gap (core, location.dmi): an unreadable DMI product name silently means 'not a cloud VM', so rack/block/cluster labels go"),
-    ("libraries/nvml.json", "Gap (snapshots only, host.library): a recorded NVML file that is a symlink loop reads as 'no NVML'"),
     ("kfd/topology", "Gap (downstream ray-accel-ext-amd, detect): one unreadable KFD node makes the whole AMD family vanish"),
 )
 

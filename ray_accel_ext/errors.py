@@ -132,7 +132,10 @@ class ProviderError(RayAccelError):
                 if message.startswith(f"{method}{self.endpoint}: "):
                     message = message[len(method) + len(self.endpoint) + 2 :]
         if self.endpoint:
-            parts = urlsplit(self.endpoint)
+            try:
+                parts = urlsplit(self.endpoint)
+            except ValueError:  # a malformed endpoint setting ('http://[::1'): nothing to cut out
+                parts = urlsplit("")
             if parts.scheme and parts.netloc:
                 message = message.replace(f"{parts.scheme}://{parts.netloc}", "")
         return f"{type(self).__name__}: {message}"

@@ -269,8 +269,8 @@ class NodeDescription(_Value):
         for i, dev in enumerate(self.devices):
             if dev.index != i:
                 errors.append(f"devices[{i}].index: expected {i} (indices must be 0..{n - 1} in order), got {dev.index}")
-        ids = [d.id for d in self.devices]
-        dupes = sorted({x for x in ids if ids.count(x) > 1})
+        seen: set[str] = set()
+        dupes = sorted({d.id for d in self.devices if d.id in seen or seen.add(d.id)})  # linear: 20,000 devices
         if dupes:
             errors.append(f"devices[*].id: duplicate ids {dupes}")
         for i, link in enumerate(self.links):

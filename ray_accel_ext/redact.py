@@ -34,7 +34,33 @@ import math
 import re
 from collections import Counter
 
-__all__ = ["SECRET_WORDS", "SECRET_RE", "REDACTED", "is_secret_name", "scrub_secret_lines", "redact"]
+__all__ = ["SECRET_WORDS", "SECRET_RE", "REDACTED", "TPU_ENV_KEYS", "is_secret_name", "scrub_secret_lines", "redact",
+           "keep_tpu_env"]
+
+# The keys of GCE's ``tpu-env`` attribute that discovery parses (backends/tpu/identity.py and
+# layout.py). A recording keeps these and drops the rest of the attribute: credentials come in
+# more shapes than any word list (DB_PASS, MYSQL_PWD, a scheme-less user:pass@proxy, a webhook URL).
+TPU_ENV_KEYS = frozenset({
+    "ACCELERATOR_TYPE", "TOPOLOGY", "WORKER_ID", "NODE_ID", "CONSUMER_PROJECT_ID", "ZONE", "TYPE",
+    "CHIPS_PER_HOST_BOUNDS", "TPU_CHIPS_PER_HOST_BOUNDS", "HOST_BOUNDS", "TPU_HOST_BOUNDS",
+    "TPU_TOPOLOGY_WRAP", "WRAP", "TPU_TOPOLOGY_ALT", "ALT", "TPU_CHIPS_PER_PROCESS_BOUNDS", "TPU_PROCESS_BOUNDS",
+})
+_TPU_ENV_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):\s*'[^']*'\s*")
+
+
+def keep_tpu_env(text: str) -> tuple[str, list[str]]:
+    """``tpu-env`` with only the :data:`TPU_ENV_KEYS` lines, and the keys (or ``line N``) dropped."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _TPU_ENV_LINE.fullmatch(line.strip())
+        if m and m.group(1) in TPU_ENV_KEYS:
+            kept.append(line.strip())
+        else:
+            dropped.append(m.group(1) if m else f"line {n}")
+    return "".join(f"{line}\n" for line in kept), dropped
 
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "CREDENTIAL", "KEY", "AUTH", "COOKIE", "SESSION", "BEARER")
 REDACTED = "<redacted>"

@@ -7,13 +7,15 @@ import json
 import pytest
 
 from ..backend import AcceleratorBackend
-from ..errors import HostReadError
+from ..errors import DescriptionError, HostReadError
 from ..host.snapshot import README_FILE
 from ..hw.pci import read_ids
 from ..labels import (
     key_prefix,
 )
 from ..model import NodeDescription
+from ..node.answers import LabelBudget, bounded, declaration_errors
+from ..node.registry import BackendInfo, validate_backend_class
 from ..problems import codes as problem_codes
 from ..testing.snapshots import metadata_spec
 from ._core import (
@@ -26,6 +28,23 @@ from .requirements import CAPABILITY_FIELDS, missing, requires, shown_by
 from .settings import Snapshot, SuiteConfig
 
 __all__ = ['BaseDescriptionTests']
+
+
+def _node_start_refusals(backend: AcceleratorBackend, desc: NodeDescription) -> list[str]:
+    """What the node-start process would refuse or cut of this answer (``node/answers.py``): the
+    declarations checked again, Ray's resource bounds, the device/link/NIC counts, the label budget."""
+    cls = type(backend)
+    in_tree = cls.__module__.startswith("ray_accel_ext.backends.")
+    validate_backend_class(cls)  # read as a worker reads them: validated first, then declared
+    errors = [f"{e} (a node would refuse this backend's answer)"
+              for e in declaration_errors(BackendInfo.of(cls), in_tree=in_tree)]
+    try:
+        kept = bounded(desc, LabelBudget())
+    except DescriptionError as exc:
+        return [*errors, f"{exc} (a node would refuse this backend's answer)"]
+    if kept is not desc:
+        errors.append(f"{kept.problems[-1]} (a node would cut them and start degraded)")
+    return errors
 
 
 class BaseDescriptionTests(SuiteTests):
@@ -77,6 +96,7 @@ class BaseDescriptionTests(SuiteTests):
         known = {c.code for c in problem_codes(vendor=False)} | {c.code for c in backend.problem_codes}
         errors += [f"problems[{i}].code: {p.code!r} is neither built in nor in the backend's problem_codes "
                    "(docs/problems.md)" for i, p in enumerate(desc.problems) if p.code not in known]
+        errors += _node_start_refusals(backend, desc)
         assert not errors, f"{backend.name} on snapshot {device_snapshot}:\n  " + "\n  ".join(errors)
 
     def test_round_trip(self, suite: SuiteConfig, backend: AcceleratorBackend, device_snapshot: Snapshot) -> None:

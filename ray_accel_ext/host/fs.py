@@ -40,7 +40,7 @@ from . import snapshot as _snapshot
 from .metadata import MetadataClient
 from .protocol import MAX_READ_BYTES, ROOT_ENV, Deadline
 from .regular import SpecialFile, read_regular
-from .walk import InRootWalk, LinkLoop
+from .walk import MANY_ENTRIES, InRootWalk, LinkLoop, without_dangling
 
 __all__ = ["FsHost", "open_host", "host_from_env"]
 
@@ -56,10 +56,14 @@ class FsHost:
         budget_s: float | None = None,
         snapshot_dir: str | os.PathLike[str] | None = None,
         deadline: Deadline | None = None,
+        run_tools: bool | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.snapshot_dir = Path(snapshot_dir).resolve() if snapshot_dir is not None else None
         self.live = str(self.root) == "/" and self.snapshot_dir is None
+        #: whether a tool without a recording is executed: on the live host only, unless the caller
+        #: (never a snapshot's own data) asks for it; a snapshot is data, never a program to run
+        self.run_tools = self.live if run_tools is None else bool(run_tools)
         self.env = MappingProxyType(dict(os.environ if env is None else env))
         if deadline is None:
             deadline = Deadline(budget_s) if budget_s is not None else Deadline.from_env(self.env)
@@ -70,6 +74,8 @@ class FsHost:
         # same directories (every PCI device shares its bridges' path) skip the syscall.
         self._not_links: set[str] = set()
         self._reads: dict[str, tuple[str | None, int, str | None]] = {}
+        self._listed: dict[str, list[str]] = {}  # directories of MANY_ENTRIES or more, dangling links left out
+        self._many_lock = threading.Lock()
         self._root_str = "" if str(self.root) == "/" else str(self.root)
         self._lock = threading.Lock()
         #: directories that exist but could not be listed or searched: host path -> reason
@@ -293,10 +299,14 @@ class FsHost:
 
     def listdir(self, path: str) -> list[str]:
         fs_path = self._real(path)
+        if path in self._listed:
+            return list(self._listed[path])
         try:
             names = os.listdir(fs_path)
             if _snapshot.KEEP_MARKER in names and self.snapshot_dir is not None:
                 names.remove(_snapshot.KEEP_MARKER)
+            if len(names) > MANY_ENTRIES:  # more than any machine has: each entry would cost a walk
+                return self._many(path, fs_path, names)
             return sorted(names)
         except (FileNotFoundError, NotADirectoryError):
             return []
@@ -306,6 +316,15 @@ class FsHost:
         except OSError as exc:
             self._note_access(path, exc.strerror or str(exc))
             raise HostReadError(path, exc.strerror or str(exc)) from None
+
+    def _many(self, path: str, fs_path: str, names: list[str]) -> list[str]:
+        with self._many_lock:  # one thread filters, the others wait for its answer
+            if path not in self._listed:
+                kept = without_dangling(fs_path, names)
+                self._listed[path] = sorted(kept)
+                if len(kept) < len(names):
+                    self.special_files[path] = f"{len(names) - len(kept)} of {len(names)} entries are dangling links; left out"
+        return list(self._listed[path])
 
     # -- tools and libraries -------------------------------------------------------------------
 
@@ -318,6 +337,9 @@ class FsHost:
         exe = self._real(argv[0])
         if not os.path.isfile(exe) or not os.access(exe, os.X_OK):
             raise CommandError(argv, "not installed")
+        if not self.run_tools:
+            raise CommandError(argv, "not recorded; the program in the root is not run (under a root other than / "
+                                     "only recordings are read)")
         timeout = self.deadline.clamp(timeout_s)
         if timeout <= 0:
             raise CommandError(argv, "discovery budget spent before the tool could run")

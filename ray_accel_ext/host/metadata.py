@@ -235,7 +235,13 @@ class MetadataClient:
         self, method: str, url: str, headers: dict[str, str], *, not_found_ok: bool = True,
         max_bytes: int = MAX_BODY_BYTES,
     ) -> tuple[int, str | None, dict[str, str]]:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+        except ValueError as exc:  # GCE_METADATA_HOST='::1', '[::1', 'x:abc', '127.0.0.1:99999'
+            raise MetadataServerError(
+                f"{method} {url[:200]}: malformed endpoint (GCE_METADATA_HOST or AWS_EC2_METADATA_SERVICE_ENDPOINT: {exc})",
+                endpoint=url[:200], attempts=0) from None
         attempts = 0
         while True:
             attempts += 1

@@ -28,7 +28,7 @@ from ..errors import (
     MetadataTimeout,
     ProviderError,
 )
-from ..redact import is_secret_name, redact, scrub_secret_lines
+from ..redact import is_secret_name, keep_tpu_env, redact, scrub_secret_lines
 from . import snapshot as _snapshot
 from .fs import FsHost
 from .protocol import (
@@ -42,6 +42,8 @@ from .protocol import (
 from .replicate import Replicator
 
 __all__ = ["RecordingHost", "RecordingEnv", "RecordingMetadata", "redact_strings"]
+
+_TPU_ENV = "instance/attributes/tpu-env"
 
 # Variables that say how this run was made, not what the machine is.
 _RUN_ENV = frozenset(PASSTHROUGH_ENV) | {ROOT_ENV}
@@ -140,6 +142,10 @@ class RecordingMetadata:
             for path, value in sorted(self.answers[kind].items()):
                 if is_secret_name(path):
                     dropped.append(f"{kind}:{path}")
+                elif value is not None and path == _TPU_ENV:
+                    kept, left_out = keep_tpu_env(value)  # an allowlist: what discovery parses
+                    values[path] = redact(kept)
+                    dropped.extend(f"{kind}:{path}:{key}" for key in left_out)
                 elif value is not None:  # None was a 404: the fake answers 404 for unknown keys
                     values[path] = redact(scrub_secret_lines(value))  # and `export X_TOKEN=...` pairs
             out[kind] = values

@@ -21,8 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..bounds import bounded_json
 from ..errors import CommandError, HostReadError
 from .protocol import PASSTHROUGH_ENV
+from .regular import read_regular
 
 if TYPE_CHECKING:
     from ..model import NodeInventory
@@ -44,6 +46,15 @@ COMMANDS_DIR = "commands"
 # directory, and a missing one reads differently (a NIC's net/<ifname>, say). Snapshot hosts
 # do not list it.
 KEEP_MARKER = ".rayaccel-keep"
+# A recording (env.json, a tool's output, a library reading) is read at most this large.
+MAX_RECORDING_BYTES = 16 << 20
+
+
+def _recording(path: Path) -> Any:
+    """A snapshot's JSON file, bounded (size, nesting) and only if it is a regular file; OSError or
+    ValueError naming what is wrong otherwise."""
+    return bounded_json(read_regular(str(path), MAX_RECORDING_BYTES), what=path.name,
+                        max_bytes=MAX_RECORDING_BYTES)
 
 
 def is_snapshot_dir(path: str | os.PathLike[str]) -> bool:
@@ -61,11 +72,13 @@ def snapshot_env(snapshot: str | os.PathLike[str], environ: Mapping[str, str]) -
     variables of ``environ`` (how to reach metadata, how to run discovery)."""
     env: dict[str, str] = {}
     env_file = Path(snapshot) / ENV_FILE
-    if env_file.is_file():
+    if env_file.exists():
         try:
-            loaded = json.loads(env_file.read_text())
-        except ValueError as exc:
-            raise HostReadError(str(env_file), f"not JSON: {exc}") from None
+            loaded = _recording(env_file)
+        except (OSError, ValueError) as exc:
+            raise HostReadError(str(env_file), f"not a usable recording: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise HostReadError(str(env_file), f"a JSON {type(loaded).__name__}, expected an object of variables")
         env.update({str(k): str(v) for k, v in loaded.items()})
     env.update({k: environ[k] for k in PASSTHROUGH_ENV if k in environ})
     return env
@@ -75,15 +88,21 @@ def recorded_command(snapshot: Path, argv: list[str]) -> str | None:
     """The recorded stdout of ``argv[0]`` on ``snapshot``; None when the tool was not recorded."""
     path = snapshot / COMMANDS_DIR / (os.path.basename(argv[0]) + ".json")
     if not path.is_file():
+        if os.path.lexists(path):  # a link loop, a FIFO: a recording that cannot be read is not "no recording"
+            raise CommandError(argv, f"recorded output {path.name} unreadable: not a regular file")
         return None
     try:
-        rec = json.loads(path.read_text())
+        rec = _recording(path)
     except (OSError, ValueError) as exc:
         raise CommandError(argv, f"recorded output {path.name} unreadable: {exc}") from None
+    if not isinstance(rec, dict):
+        raise CommandError(argv, f"recorded output {path.name} is not a JSON object")
     if rec.get("missing"):
         raise CommandError(argv, "not installed")
+    if rec.get("timed_out"):
+        raise CommandError(argv, "timed out (as recorded)")
     if rec.get("returncode", 0) != 0:
-        raise CommandError(argv, f"exit status {rec['returncode']} {rec.get('stderr', '')[:200]}".strip())
+        raise CommandError(argv, f"exit status {rec['returncode']} {str(rec.get('stderr', ''))[:200]}".strip())
     return str(rec.get("stdout", ""))
 
 
@@ -91,9 +110,11 @@ def recorded_library(snapshot: Path, name: str) -> Any:
     """The recorded reading of library ``name`` (``nvml``); None when there is none."""
     path = snapshot / LIBRARIES_DIR / f"{name}.json"
     if not path.is_file():
+        if os.path.lexists(path):
+            raise HostReadError(f"{LIBRARIES_DIR}/{name}.json", "unreadable recording: not a regular file")
         return None
     try:
-        return json.loads(path.read_text())
+        return _recording(path)
     except (OSError, ValueError) as exc:
         raise HostReadError(f"{LIBRARIES_DIR}/{name}.json", f"unreadable recording: {exc}") from None
 

@@ -73,6 +73,8 @@ def parse_hex_id(text: str, path: str) -> str:
 # Linux's NR_CPUS is at most 8192 (x86 MAXSMP); ids are capped so that a corrupt list of many
 # ranges cannot make a set of billions of CPUs.
 MAX_CPUS = 1 << 16
+# Linux numbers NUMA nodes below MAX_NUMNODES, at most 1 << 10 (NODES_SHIFT 10).
+MAX_NUMA_NODE = (1 << 10) - 1
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
@@ -84,6 +86,9 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
         return ()
     if not text.isascii():  # int() takes other scripts' digits too
         raise ValueError(f"cpu list {text[:40]!r} holds non-ASCII characters")
+    if len(text) > 8 * MAX_CPUS:  # every id listed once: at most "65535," per CPU
+        raise ValueError(f"cpu list of {len(text)} characters is longer than any of {MAX_CPUS} CPUs")
+    total = 0
     for chunk in text.split(","):
         chunk = chunk.strip()
         if "-" in chunk:
@@ -91,6 +96,10 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
             lo, hi = int(lo_s), int(hi_s)
             if lo < 0 or hi < lo or hi >= MAX_CPUS:
                 raise ValueError(f"bad cpu range {chunk!r}")
+            # The total is bounded, not only each range: repeated wide ranges would be billions of steps.
+            total += hi - lo + 1
+            if total > MAX_CPUS:
+                raise ValueError(f"cpu list names more than {MAX_CPUS} CPUs (ranges repeat)")
             cpus.update(range(lo, hi + 1))
         else:
             cpu = int(chunk)
@@ -159,6 +168,8 @@ def read_function(
             if not text.isascii():
                 raise ValueError(f"numa_node {text[:20]!r} is not an ASCII number")
             value = int(text.strip())
+            if value > MAX_NUMA_NODE:
+                raise ValueError(f"numa_node {text.strip()[:24]} is above {MAX_NUMA_NODE}, the most Linux numbers")
             numa = value if value >= 0 else None
     except (HostReadError, ValueError) as exc:
         _note(problems, f"{base}/numa_node", exc)

@@ -43,6 +43,7 @@ from ..problems import (
     valid_code,
 )
 from ..redact import redact
+from .answers import LabelBudget, bounded, check_counts, declaration_errors
 from .checks import description_problems
 from .envelope import STAGGER_S, join_ends
 from .host_checks import access_problems, host_problems, sku_file_problems
@@ -54,6 +55,7 @@ __all__ = ["discover", "discover_node", "Discovery"]
 log = logging.getLogger("ray_accel_ext")
 
 _MAX_MESSAGE = 1000
+MAX_WORKERS = 32
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class _InProcess:
     def __init__(self, host: Host, *, spec: BackendSpec | None = None, backend: AcceleratorBackend | None = None) -> None:
         self.host, self.spec, self.backend = host, spec, backend
         self.name = spec.name if spec is not None else backend.name  # type: ignore[union-attr]
+        self.in_tree = spec.in_tree if spec is not None else True  # a backend object handed in by the caller
         self.stage = "import" if spec is not None else "detect"
         self.info: BackendInfo | None = None
         self.desc: Any = None
@@ -128,6 +131,7 @@ class _Isolated:
 
     def __init__(self, host: Host, spec: BackendSpec) -> None:
         self.name = spec.name
+        self.in_tree = spec.in_tree
         self.worker = Worker(spec, host)
         self.thread = threading.Thread(target=self.worker.supervise, name=f"ray-accel-{spec.name}-worker", daemon=True)
 
@@ -147,7 +151,10 @@ class _Isolated:
 
     def answer(self) -> Any:
         data = self.worker.result
-        return None if data is None else NodeDescription.from_dict(data)
+        if data is None:
+            return None
+        check_counts(data)
+        return NodeDescription.from_dict(data)
 
 
 def _scan(host: Host, problems: list[Problem]) -> list[BackendSpec]:
@@ -219,16 +226,36 @@ def _tasks(host: Host, problems: list[Problem]) -> list[Any]:
     """A task per enabled backend: third-party ones (all, in ``all`` mode) in a worker process."""
     tasks: list[Any] = []
     mode = isolation_mode(host.env)
-    fork = can_fork() and isinstance(host, FsHost) and mode != "none"
-    # Workers first, from this thread, before any thread of ours runs (isolate's module doc).
+    # A recording host (doctor, record) cannot be shared with a child: its workers get the host
+    # it records, so a backend's os._exit or stray thread never ends those commands (what a
+    # worker's backend reads is not in the recording).
+    forkable = host if isinstance(host, FsHost) else getattr(host, "inner", None)
+    fork = can_fork() and isinstance(forkable, FsHost) and mode != "none"
+    # Workers first, from this thread, before any thread of ours runs (isolate's module doc);
+    # at most MAX_WORKERS, and none once half the budget is spent forking: 600 backends that sleep
+    # at import would otherwise take the whole budget before any backend ran.
+    workers = 0
+    unstarted: list[str] = []
     for spec in _scan(host, problems):
         if fork and (mode == "all" or not spec.in_tree):
+            if workers >= MAX_WORKERS or host.deadline.remaining() < host.deadline.budget_s / 2:
+                unstarted.append(spec.name)
+                continue
+            workers += 1
             try:
-                tasks.append(_Isolated(host, spec))
+                tasks.append(_Isolated(forkable, spec))
                 continue
             except OSError as exc:  # no fork possible (process limit): in a thread instead
                 log.warning("ray_accel_ext: no worker process for %s (%s); running it in a thread", spec.name, exc)
         tasks.append(_InProcess(host, spec=spec))
+    why = (f"a node runs at most {MAX_WORKERS} backend worker processes, started in the first half of the "
+           f"{host.deadline.budget_s:g}s discovery budget")
+    for name in unstarted[:MAX_WORKERS]:  # each named; past that, one line for the rest
+        problems.append(Problem(backend=name, stage="budget", error="TimeoutError", message=f"not started: {why}"))
+    if len(unstarted) > MAX_WORKERS:
+        rest = unstarted[MAX_WORKERS:]
+        problems.append(Problem(backend="registry", stage="budget", error="TimeoutError", message=(
+            f"{len(rest)} more third-party backend(s) not started ({', '.join(rest[:3])}, ...): {why}")))
     return tasks
 
 
@@ -264,7 +291,9 @@ def _answers(tasks: list[Any], problems: list[Problem]) -> tuple[list[NodeDescri
     appended to ``problems``."""
     descriptions: list[NodeDescription] = []
     declared: dict[str, BackendInfo] = {}
-    for task in tasks:
+    budget = LabelBudget()
+    checked: dict[int, tuple[Any, Any, Any]] = {}
+    for task in sorted(tasks, key=lambda t: not t.in_tree):  # the in-tree families' labels first
         failure, code = task.problem(), task.code
         desc = None
         if task.info is not None:
@@ -272,9 +301,12 @@ def _answers(tasks: list[Any], problems: list[Problem]) -> tuple[list[NodeDescri
                 log.warning("ray_accel_ext: backend %s: %s", task.name, line)
         if failure is None:
             try:
-                desc = _checked(task.info, task.answer())
+                desc = _checked(task.info, task.answer(), in_tree=task.in_tree, budget=budget)
             except Exception as exc:  # noqa: BLE001 - a malformed answer (from a worker: any data)
                 failure, code = ("describe", type(exc).__name__, _text(exc)), code_of(exc)
+        checked[id(task)] = failure, code, desc
+    for task in tasks:
+        failure, code, desc = checked[id(task)]
         if failure is not None:
             problems.append(Problem(code=_failure_code(failure[0], failure[1], code), backend=task.name,
                                     stage=failure[0], error=failure[1], message=failure[2]))
@@ -302,13 +334,17 @@ def _clean(message: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + f"... ({len(text)} characters)"
 
 
-def _checked(info: BackendInfo | None, desc: Any) -> NodeDescription | None:
-    """``desc`` validated against the backend's declarations, with value problems added and every
-    problem message cleaned; None when the backend found nothing."""
+def _checked(info: BackendInfo | None, desc: Any, *, in_tree: bool, budget: LabelBudget) -> NodeDescription | None:
+    """``desc`` validated against the backend's declarations (checked again here: :mod:`.answers`)
+    and bounded, with value problems added and every problem message cleaned; None when the
+    backend found nothing."""
     if desc is None:
         return None
     if info is None:
         raise DescriptionError("the backend's declarations (name, prefix, resource) never arrived")
+    errors = declaration_errors(info, in_tree=in_tree)
+    if errors:
+        raise DescriptionError("; ".join(errors) + " (checked again in the node-start process)", "declarations")
     if not isinstance(desc, NodeDescription):
         raise DescriptionError(f"describe() returned {type(desc).__name__}, expected NodeDescription")
     if desc.backend != info.name:
@@ -319,6 +355,7 @@ def _checked(info: BackendInfo | None, desc: Any) -> NodeDescription | None:
     if desc.resource_name != info.resource_name:
         raise DescriptionError(f"resource_name is {desc.resource_name!r}, the backend declares {info.resource_name!r}",
                                "resource_name")
+    desc = bounded(desc, budget)
     errors = desc.consistency_errors()
     if errors:
         raise DescriptionError("; ".join(errors))

@@ -23,8 +23,8 @@ of ours can be held in the child. A backend that deliberately leaves its process
 (``setsid`` in a grandchild) outlives the kill; that is sabotage, not an accident, and no
 user-space bound short of a cgroup stops it.
 
-Where ``os.fork`` is missing (not Linux) or the host cannot be shared with a child (a recording
-host, whose notes would be lost), backends run in threads; ``RAY_ACCEL_ISOLATION`` chooses
+Where ``os.fork`` is missing (not Linux), backends run in threads (a recording host's workers get
+the host it records: what they read is not recorded, but they cannot end ``doctor`` or ``record``); ``RAY_ACCEL_ISOLATION`` chooses
 ``third-party`` (default), ``all`` or ``none``.
 """
 

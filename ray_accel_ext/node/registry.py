@@ -29,15 +29,14 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import metadata as importlib_metadata
 from typing import Any
 
 from ..backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
 from ..errors import BackendLoadError
 from ..host.protocol import DISABLE_ENV
-from ..host.regular import special_kind
 from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
 from ..problems import ProblemCode, declare
+from .entry_points import group_entry_points
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -154,53 +153,28 @@ class BackendInfo:
         return refused
 
 
-def _special_metadata(dist: importlib_metadata.Distribution) -> str | None:
-    """What is wrong with a distribution's metadata files, when one is not a regular file (a FIFO
-    there would block the read for ever); None when they are fine or not files at all."""
-    base = getattr(dist, "_path", None)  # PathDistribution: the .dist-info / .egg-info directory
-    if base is None:
-        return None
-    for name in ("entry_points.txt", "METADATA", "PKG-INFO"):
-        try:
-            kind = special_kind(os.stat(os.path.join(str(base), name)).st_mode)
-        except OSError:
-            continue
-        if kind is not None:
-            return f"{base}/{name} is {kind}, not a regular file; distribution skipped"
-    return None
-
-
-def _group_entry_points(skipped: list[str] | None = None):
-    """The group's entry points, from every installed distribution that declares the group.
-
-    Only distributions whose ``entry_points.txt`` names the group are parsed: about 1.5 ms instead
-    of 3.2 ms for ``importlib.metadata.entry_points(group=...)`` among the ~100 distributions Ray
-    brings, on the node-start path. A distribution seen twice on ``sys.path`` yields the same
-    ``name = value`` twice, which ``available_backends`` merges. A distribution whose metadata
-    files are not regular files is skipped (noted in ``skipped``).
-    """
-    header = f"[{ENTRY_POINT_GROUP}]"
-    for dist in importlib_metadata.distributions():
-        special = _special_metadata(dist)
-        if special is not None:
-            if skipped is not None:
-                skipped.append(special)
-            continue
-        text = dist.read_text("entry_points.txt")
-        if text and header in text:
-            yield from dist.entry_points.select(group=ENTRY_POINT_GROUP)
-
-
-def _specs(skipped: list[str] | None = None) -> tuple[list[BackendSpec], dict[str, list[BackendSpec]]]:
-    """Installed backends by name, and the names two distributions register differently."""
+def _specs(skipped: list[str] | None = None, refused_out: list[str] | None = None
+           ) -> tuple[list[BackendSpec], dict[str, list[BackendSpec]]]:
+    """Installed backends by name, and the names two distributions register differently. A
+    third-party entry point under an in-tree backend's name is refused (noted in ``skipped``):
+    the in-tree backend keeps its name and its devices."""
     seen: dict[str, BackendSpec] = {}
     clashes: dict[str, list[BackendSpec]] = {}
-    for ep in _group_entry_points(skipped):
-        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
-        spec = BackendSpec(ep.name, ep.value, dist)
-        prior = seen.setdefault(ep.name, spec)
-        if prior.value != spec.value and spec not in clashes.get(ep.name, ()):
-            clashes.setdefault(ep.name, [prior]).append(spec)
+    refused: list[BackendSpec] = []
+    for name, value, dist in group_entry_points(ENTRY_POINT_GROUP, skipped):
+        spec = BackendSpec(name, value, dist)
+        prior = seen.setdefault(name, spec)
+        if prior.value == spec.value or spec in clashes.get(name, ()) or spec in refused:
+            continue
+        if prior.in_tree != spec.in_tree:
+            refused.append(spec if prior.in_tree else prior)
+            seen[name] = prior if prior.in_tree else spec
+            continue
+        clashes.setdefault(name, [prior]).append(spec)
+    said = [f"{s.where} is refused: {s.name!r} is the name of an in-tree backend, which keeps it" for s in refused]
+    for out in (skipped, refused_out):
+        if out is not None:
+            out.extend(said)
     return sorted(seen.values(), key=lambda s: s.name), clashes
 
 
@@ -212,9 +186,12 @@ def _clash_message(name: str, specs: list[BackendSpec]) -> str:
 
 def available_backends() -> list[BackendSpec]:
     """Every backend entry point installed; a name two distributions register differently raises."""
-    specs, clashes = _specs()
+    refused: list[str] = []
+    specs, clashes = _specs(refused_out=refused)
     for name, offers in sorted(clashes.items()):
         raise BackendLoadError(_clash_message(name, offers), backend=name)
+    if refused:  # strict: the node-start path keeps the in-tree backend, the CLI and tests say it loudly
+        raise BackendLoadError(refused[0])
     return specs
 
 
@@ -242,6 +219,13 @@ def import_backend_class(spec: BackendSpec) -> type[AcceleratorBackend]:
         raise BackendLoadError(f"{spec.where} cannot be imported: {_raised(exc)}", backend=spec.name,
                                stage="import") from exc
     validate_backend_class(obj, spec.name, spec.where)
+    try:
+        prefix = str(obj.label_prefix)
+    except BaseException:  # noqa: BLE001 - a hostile class attribute; the parent checks the answer again
+        prefix = ""
+    if not spec.in_tree and prefix.endswith("." + PROJECT_PREFIX):
+        raise BackendLoadError(f"{spec.where}: label_prefix {prefix!r} is reserved: *.{PROJECT_PREFIX} belongs to "
+                               "the in-tree families", backend=spec.name, stage="validate")
     return obj
 
 
@@ -372,12 +356,17 @@ def load_backends(
     return backends
 
 
-def backend_classes(env: Mapping[str, str] | None = None, *, include_disabled: bool = False) -> dict[str, type[AcceleratorBackend]]:
+def backend_classes(env: Mapping[str, str] | None = None, *, include_disabled: bool = False,
+                    in_tree_only: bool = False) -> dict[str, type[AcceleratorBackend]]:
     """The class of every enabled (or, with ``include_disabled``, installed), loadable backend by
-    name; one that fails to import is left out (``load_backends`` is what reports it)."""
+    name (``in_tree_only``: this package's own); one that fails to import is left out
+    (``load_backends`` is what reports it)."""
     out: dict[str, type[AcceleratorBackend]] = {}
     specs, _ = scan_backends({} if include_disabled else env)
+    disabled = disabled_names(env)
     for spec in specs:
+        if not spec.in_tree and (in_tree_only or spec.name in disabled):
+            continue  # a disabled vendor package is never imported (its import may hang or end the process)
         try:
             out[spec.name] = import_backend_class(spec)
         except BackendLoadError:  # reported by discovery on the node-start path
@@ -390,7 +379,14 @@ def families(env: Mapping[str, str] | None = None) -> list[FamilyInfo]:
     by ``RAY_ACCEL_DISABLE`` or not: their devices are still theirs) and the
     :data:`KNOWN_FAMILIES` whose backend is not installed, sorted by backend name."""
     out: dict[str, FamilyInfo] = {}
-    for name, cls in backend_classes(env, include_disabled=True).items():
+    # A vendor's package is never imported here, in the calling process (doctor, the health
+    # monitors): its import may hang or end the process. It is listed by name; its PCI ids and
+    # driver files are known once it runs in discovery's worker.
+    for spec in scan_backends({})[0]:
+        if not spec.in_tree:
+            out[spec.name] = FamilyInfo(backend=spec.name, family=spec.name, provided_by="its vendor's package",
+                                        installed=True)
+    for name, cls in backend_classes(env, include_disabled=True, in_tree_only=True).items():
         known = KNOWN_FAMILIES.get(name)
         out[name] = FamilyInfo(
             backend=name,

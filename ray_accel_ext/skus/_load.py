@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..bounds import bounded_json
+from ..host.regular import read_regular
 from ._schema import Entry, LeftOut, SkuFile, SkuFileError, validate
 
 __all__ = [
@@ -28,6 +30,7 @@ SYSTEM_DIR = Path("/etc/ray_accel_ext/skus.d")
 BUILTIN_FAMILIES = ("nvidia", "amd", "tpu", "neuron", "gaudi")
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES_PER_DIR = 256
+MAX_JSON_DEPTH = 16  # a SKU file is an object of lists of flat objects
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,18 +56,20 @@ def check_file(path: str | os.PathLike[str]) -> SkuFile:
     p = Path(path)
     origin = str(p)
     try:
-        with p.open("rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+        # a FIFO, socket or device node is refused unopened: a plain open() of a FIFO blocks for ever
+        data = read_regular(origin, MAX_FILE_BYTES)
     except OSError as exc:
         raise SkuFileError(origin, "", f"cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
         raise SkuFileError(origin, "", f"larger than {MAX_FILE_BYTES} bytes")
     try:
-        raw = json.loads(data.decode("utf-8"))
+        raw = bounded_json(data, what="JSON", max_bytes=MAX_FILE_BYTES, max_depth=MAX_JSON_DEPTH)
     except UnicodeDecodeError as exc:
         raise SkuFileError(origin, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
         raise SkuFileError(origin, "", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError as exc:  # nested too deeply, NaN
+        raise SkuFileError(origin, "", f"not usable JSON: {exc}") from None
     return validate(raw, origin)
 
 

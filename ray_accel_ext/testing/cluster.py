@@ -136,6 +136,8 @@ class SimulatedCluster:
 
     def _prepare(self, snapshot, name, env) -> SimNode:
         index = len(self.nodes)
+        while (self.root / f"n{index}").exists():  # a node removed and started again (a retry)
+            index += 1
         name = name or (Path(snapshot).name if snapshot else f"node{index}")
         temp_dir = self.root / f"n{index}"
         temp_dir.mkdir(parents=True)

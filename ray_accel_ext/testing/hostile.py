@@ -6,9 +6,9 @@ Hostile backends (:data:`HOSTILE_BACKENDS`): one installed distribution, ``ray-a
 registers one entry point per behaviour; each backend does exactly one bad thing at one stage
 (import, construction, ``detect``, ``describe``): hang, sleep 10 s, raise ``SystemExit`` /
 ``KeyboardInterrupt`` / ``GeneratorExit`` / a bare ``BaseException``, ``os._exit``, crash the
-interpreter (``SIGSEGV``), fork a child that lives on, spin without yielding, or block reading a
-FIFO. Install them with :func:`install_hostile_backends` and put the folder on ``PYTHONPATH``
-(or ``sys.path``)::
+interpreter (``SIGSEGV``), fork a child that lives on, spin without yielding, block reading a
+FIFO, or leave a non-daemon thread behind. Install them with :func:`install_hostile_backends` and
+put the folder on ``PYTHONPATH`` (or ``sys.path``)::
 
     site = install_hostile_backends(tmp / "site")
     env = {"PYTHONPATH": str(site)}                # a `ray start` with the hook sees them all
@@ -92,13 +92,14 @@ _ACTIONS = {
     "fork": "forks a child that sleeps an hour",
     "busy": "spins in a loop that never yields",
     "stuck-read": "blocks reading a FIFO no one writes",
+    "thread": "starts a non-daemon thread that sleeps an hour (the process would wait for it at exit)",
 }
 
 HOSTILE_BACKENDS: tuple[HostileBackend, ...] = (
     *(HostileBackend("import", a) for a in ("hang", "sleep", "SystemExit", "KeyboardInterrupt", "BaseException")),
     *(HostileBackend("construct", a) for a in ("SystemExit", "KeyboardInterrupt", "BaseException")),
     *(HostileBackend("detect", a) for a in ("SystemExit", "KeyboardInterrupt", "GeneratorExit", "BaseException",
-                                             "hang", "exit", "crash", "fork", "busy", "stuck-read")),
+                                             "hang", "exit", "crash", "fork", "busy", "stuck-read", "thread")),
     *(HostileBackend("describe", a) for a in ("SystemExit", "KeyboardInterrupt", "BaseException", "hang")),
 )
 _BY_NAME = {b.name: b for b in HOSTILE_BACKENDS}
@@ -135,6 +136,10 @@ def act(name: str, stage: str) -> None:
     elif action == "busy":
         while True:
             pass
+    elif action == "thread":
+        import threading
+
+        threading.Thread(target=time.sleep, args=(HANG_S,), name="hostile-non-daemon", daemon=False).start()
     elif action == "stuck-read":
         fifo = Path(tempfile.mkdtemp(prefix="rayaccel-hostile-")) / "fifo"
         os.mkfifo(fifo)

@@ -135,11 +135,13 @@ def _bounded_and_closed(server):
     idle = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(4)]
     try:
         assert _wait(lambda: _pool_threads(server) >= 4)
-        extra = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-        assert extra.recv(1024).startswith(b"HTTP/1.1 503")  # the pool is full: refused at once, not queued
-        extra.close()
-        assert _pool_threads(server) == 4
-        for s in idle:  # each idle connection is closed by the server after idle_timeout_s
+        # The pool is full of connections waiting for a request head: a real client is served, and
+        # the one that waited longest is closed to make room (no 503 for it, no queue).
+        assert _get(server, "/healthz")[0] == 200
+        idle[0].settimeout(60)
+        assert idle[0].recv(1024) == b""
+        assert _pool_threads(server) <= 4
+        for s in idle[1:]:  # each idle connection is closed by the server after its timeout
             s.settimeout(60)
             assert s.recv(1024) == b""
         assert _get(server, "/healthz")[0] == 200
@@ -147,6 +149,37 @@ def _bounded_and_closed(server):
     finally:
         for s in idle:
             s.close()
+
+
+def test_slowloris_clients_do_not_starve_real_ones():
+    """32 sockets sending one header byte every 0.3 s: a per-read timeout never fires; the request
+    head's own deadline closes each of them, and real clients are served all along."""
+    with DashboardServer(lambda: DOC, refresh_s=3600, max_connections=8, idle_timeout_s=10.0,
+                         head_timeout_s=2.0) as server:
+        stop = threading.Event()
+        closed: list[int] = []
+
+        def drip(i: int) -> None:
+            try:
+                with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+                    for byte in b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200:
+                        if stop.is_set():
+                            return
+                        sock.sendall(bytes([byte]))
+                        time.sleep(0.3)
+            except OSError:
+                closed.append(i)  # the server closed it (a reset or a broken pipe)
+
+        drippers = [threading.Thread(target=drip, args=(i,), daemon=True) for i in range(32)]
+        for t in drippers:
+            t.start()
+        try:
+            statuses = [_get(server, "/healthz")[0] for _ in range(10)]
+            assert statuses == [200] * 10, statuses
+            assert _wait(lambda: len(closed) == 32), f"{32 - len(closed)} slow clients still connected"
+        finally:
+            stop.set()
+
 
 
 def test_failing_source_keeps_the_last_document():

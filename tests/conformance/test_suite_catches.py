@@ -260,3 +260,46 @@ def test_problem_code_neither_built_in_nor_declared(pytester, monkeypatch):
     failed, text, _ = _run(pytester, monkeypatch, _module(code))
     assert f"test_consistent[{HIVE}]" in failed and "test_reference_backend_passes_the_whole_suite" not in failed, text
     assert "problems[0].code: 'fake-accel-made-up' is neither built in nor in the backend's problem_codes" in text
+
+
+# -- third-party answers a node refuses (node/answers.py): the suite fails them first ---------------
+
+_REFUSED = {
+    "quantity_1e300": ("return dataclasses.replace(super().describe(host), resource_quantity=1e300)",
+                       "resource_quantity: 1e+300 is outside 0..1e+14, what Ray accepts"),
+    "devices_20000": ("desc = super().describe(host)\n"
+                      "            devs = tuple(dataclasses.replace(desc.devices[0], index=i, id=f'd{i}', nics=()) "
+                      "for i in range(20000))\n"
+                      "            return dataclasses.replace(desc, devices=devs, resource_quantity=20000, links=())",
+                      "devices: 20000 entries, at most 4096 on one node"),
+    "attributes_2000": ("desc = super().describe(host)\n"
+                        "            many = {f'{self.label_prefix}/a{i}': 'v' * 60 for i in range(2000)}\n"
+                        "            return dataclasses.replace(desc, attributes={**desc.attributes, **many})",
+                        "a node publishes at most 256 labels"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_REFUSED))
+def test_an_answer_a_node_would_refuse_fails_the_suite(pytester, monkeypatch, case):
+    body, needle = _REFUSED[case]
+    code = f"""
+    class Broken(FakeBackend):
+        def describe(self, host):
+            {body}
+    """
+    failed, text, _ = _run(pytester, monkeypatch, _module(code, bases=("Description",)))
+    assert f"test_consistent[{HIVE}]" in failed, text
+    assert needle in text, text
+
+
+def test_a_resource_name_that_changes_after_validation_fails_the_suite(pytester, monkeypatch):
+    code = """
+    from ray_accel_ext.testing.hostile_answers import shifting_name_class
+
+
+    class Broken(FakeBackend, metaclass=shifting_name_class(FakeBackend.resource_name, "node:1.2.3.4", after=1)):
+        pass
+    """
+    failed, text, _ = _run(pytester, monkeypatch, _module(code, bases=("Description",)))
+    assert f"test_consistent[{HIVE}]" in failed, text
+    assert "resource_name 'node:1.2.3.4' is not a usable Ray custom-resource name" in text, text

@@ -44,7 +44,7 @@ INTENDED: dict[str, frozenset[str]] = {
     "foundation": frozenset(),
     "host": frozenset({"foundation"}),
     "hw": frozenset({"foundation", "host"}),
-    "skus": frozenset({"foundation"}),
+    "skus": frozenset({"foundation", "host"}),  # host/regular.py: extra SKU files read as regular files only
     "contract": frozenset({"foundation", "host", "hw"}),
     "backends": frozenset(_VENDOR | {"skus"}),
     "telemetry": frozenset({"foundation"}),

@@ -105,7 +105,8 @@ def _spec_and_reasons(caplog, root, env=None, budget_s=BUDGET_S):
 def test_hostile_backends_are_contained_and_named(isolation, hostile_site, caplog):
     # In threads a backend can still end or freeze the process (os._exit, a crash, a busy loop, a
     # fork of the test process): those run only in workers.
-    in_threads = [b for b in HOSTILE_BACKENDS if b.action not in ("hang", "exit", "crash", "fork", "busy", "stuck-read")]
+    in_threads = [b for b in HOSTILE_BACKENDS
+                  if b.action not in ("hang", "exit", "crash", "fork", "busy", "stuck-read", "thread")]
     backends = HOSTILE_BACKENDS if isolation == "third-party" else in_threads
     hostile_site(backends)
     before = set(_children())
@@ -366,7 +367,7 @@ def test_a_tool_that_leaves_a_child_holding_its_output_is_cut_off_with_it(tmp_pa
     tool.parent.mkdir(parents=True)
     tool.write_text("#!/bin/sh\nsleep 600 &\necho started\n")
     tool.chmod(0o755)
-    host = FsHost(tmp_path, env={}, budget_s=BUDGET_S)
+    host = FsHost(tmp_path, env={}, budget_s=BUDGET_S, run_tools=True)
     started = time.monotonic()
     with pytest.raises(CommandError, match="timed out"):
         host.run(["/usr/bin/hostile-tool"], timeout_s=0.5)

@@ -230,7 +230,8 @@ def _tool_root(tmp_path: Path, script: str) -> FsHost:
     tool = root / "opt/bin/tool"
     tool.write_text("#!/bin/sh\n" + script)
     tool.chmod(0o755)
-    return FsHost(root, env={"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "PATH": "/evil"})
+    return FsHost(root, env={"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "PATH": "/evil"},
+                  run_tools=True)
 
 
 def test_tools_only_from_absolute_paths_without_a_shell(tmp_path):

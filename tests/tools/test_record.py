@@ -138,7 +138,8 @@ def test_metadata_tokens_and_credential_lines_are_dropped(tmp_path):
     assert data["gce"] == {"instance/attributes/tpu-env": "TOPOLOGY: '4x4'\nWORKER_ID: '0'\n",
                            "instance/zone": "projects/1/zones/us-central2-b"}
     assert data["ec2"] == {}
-    assert dropped == ["gce:instance/service-accounts/default/token", "ec2:iam/security-credentials/role"]
+    assert dropped == ["gce:instance/attributes/tpu-env:API_KEY", "gce:instance/service-accounts/default/token",
+                       "ec2:iam/security-credentials/role"]
 
 
 def test_record_refuses_a_non_empty_directory(tmp_path, capsys):

@@ -163,7 +163,7 @@ def test_tools_run_only_from_fixed_paths_without_shell(tmp_path):
     tool.parent.mkdir(parents=True)
     tool.write_text("#!/bin/sh\necho \"args:$1\"\n")
     tool.chmod(0o755)
-    host = FsHost(root, env={})
+    host = FsHost(root, env={}, run_tools=True)
     assert host.run(["/opt/tool/bin/probe", "; rm -rf /"], timeout_s=5) == "args:; rm -rf /\n"
     with pytest.raises(CommandError, match="fixed absolute paths"):
         host.run(["probe"], timeout_s=5)
@@ -179,7 +179,7 @@ def test_tool_timeout_is_bounded(tmp_path):
     tool.chmod(0o755)
     started = time.monotonic()
     with pytest.raises(CommandError, match="timed out"):
-        FsHost(root, env={}).run(["/bin/hang"], timeout_s=0.3)
+        FsHost(root, env={}, run_tools=True).run(["/bin/hang"], timeout_s=0.3)
     assert time.monotonic() - started < 10
 
 

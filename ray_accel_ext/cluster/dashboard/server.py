@@ -8,8 +8,12 @@ Hardening, because the page shows a whole cluster to whoever reaches the port:
 * checks the ``Host`` header, so a page on another site cannot reach the server through a name
   that resolves to this machine (DNS rebinding): only IP literals, ``localhost``, the bound
   address, this machine's names and ``allowed_hosts`` are served;
-* a fixed pool of ``max_connections`` handler threads; a connection beyond that gets ``503`` at
-  once, and an idle one is closed after ``idle_timeout_s``;
+* a fixed pool of ``max_connections`` handler threads; a connection's request head (request line
+  and headers) must arrive within ``head_timeout_s`` in all, not per read (a client sending one
+  byte every few seconds is cut off), an idle one is closed after ``idle_timeout_s``; when the
+  pool is full, the connection that has waited longest for its request head is closed to make room
+  (32 half-open sockets no longer starve real clients), and only when none is waiting does a new
+  connection get ``503`` at once;
 * the page is static files (no data in the HTML, nothing built from strings); a strict
   Content-Security-Policy allows only this origin's own scripts, styles and fetches.
 """
@@ -17,6 +21,7 @@ Hardening, because the page shows a whole cluster to whoever reaches the port:
 from __future__ import annotations
 
 import hmac
+import io
 import ipaddress
 import json
 import socket
@@ -74,12 +79,37 @@ def asset_names() -> list[str]:
     return sorted(_assets())
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reads, each bounded by the idle timeout and, while a request head is read, by
+    what is left of its deadline (``handler.head_deadline``): a per-read timeout alone lets a
+    client keep a connection for ever with one byte every few seconds."""
+
+    def __init__(self, sock: socket.socket, handler: Any, idle_timeout_s: float) -> None:
+        super().__init__()
+        self._sock, self._handler, self._idle = sock, handler, idle_timeout_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        deadline = self._handler.head_deadline
+        timeout = self._idle
+        if deadline is not None:
+            timeout = min(timeout, deadline - time.monotonic())
+            if timeout <= 0:
+                raise TimeoutError("the request head did not arrive in time")
+        self._sock.settimeout(timeout)
+        return self._sock.recv_into(buffer)
+
+
 class _PoolServer(HTTPServer):
     """An HTTPServer whose requests run on a fixed pool; a connection beyond it gets 503."""
 
     def __init__(self, address, handler, max_connections: int, family: int) -> None:
         self.address_family = family
         self._slots = threading.BoundedSemaphore(max_connections)
+        self._heads: dict[socket.socket, float] = {}  # connections waiting for a request head, since when
+        self._conns_lock = threading.Lock()
         super().__init__(address, handler)
         # named after the port, so that each server's handler threads can be told apart
         self._pool = ThreadPoolExecutor(max_workers=max_connections,
@@ -89,8 +119,29 @@ class _PoolServer(HTTPServer):
         socketserver.TCPServer.server_bind(self)  # HTTPServer's would look the address up in DNS
         self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
 
+    def waiting(self, conn: socket.socket, since: float | None) -> None:
+        """Note that ``conn`` waits for a request head since ``since`` (None: it is being served)."""
+        with self._conns_lock:
+            if since is None:
+                self._heads.pop(conn, None)
+            else:
+                self._heads[conn] = since
+
+    def _make_room(self) -> bool:
+        """Close the connection that has waited longest for its request head; True if one was."""
+        with self._conns_lock:
+            if not self._heads:
+                return False
+            victim = min(self._heads, key=self._heads.__getitem__)
+            del self._heads[victim]
+        try:
+            victim.shutdown(socket.SHUT_RDWR)  # its handler reads EOF, ends, and frees the slot
+        except OSError:
+            pass
+        return True
+
     def process_request(self, request, client_address) -> None:
-        if not self._slots.acquire(blocking=False):
+        if not self._slots.acquire(blocking=False) and not (self._make_room() and self._slots.acquire(timeout=1.0)):
             try:
                 request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n")
             except OSError:
@@ -105,6 +156,7 @@ class _PoolServer(HTTPServer):
         except Exception:  # noqa: BLE001 - one bad connection never stops the server
             self.handle_error(request, client_address)
         finally:
+            self.waiting(request, None)
             self.shutdown_request(request)
             self._slots.release()
 
@@ -132,6 +184,7 @@ class DashboardServer:
         allowed_hosts: Iterable[str] = (),
         max_connections: int = 32,
         idle_timeout_s: float = 15.0,
+        head_timeout_s: float = 10.0,
     ) -> None:
         if not is_loopback(host) and not token:
             raise DashboardRefused(
@@ -166,11 +219,29 @@ class DashboardServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                self.head_deadline: float | None = None
+                self.rfile.close()  # the socket's own file: replaced by one that keeps the head deadline
+                self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self, idle_timeout_s))
+
+            def handle_one_request(self) -> None:
+                now = time.monotonic()
+                self.head_deadline = now + head_timeout_s
+                server._httpd.waiting(self.connection, now)
+                super().handle_one_request()
+
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                self._head_done()
                 server._serve(self, head=False)
 
             def do_HEAD(self) -> None:  # noqa: N802
+                self._head_done()
                 server._serve(self, head=True)
+
+            def _head_done(self) -> None:
+                self.head_deadline = None
+                server._httpd.waiting(self.connection, None)
 
         family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
         self._httpd = _PoolServer((host.strip("[]"), port), Handler, max_connections, family)

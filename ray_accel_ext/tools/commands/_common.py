@@ -79,14 +79,23 @@ def check_root(root: str) -> str:
 
 def warn_settings(environ: Mapping[str, str] = os.environ) -> None:
     """Warn on stderr about settings discovery would silently ignore or replace."""
-    from ...bounds import setting_refused
-    from ...host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
-    from ...node.registry import DISABLE_ENV, available_backends, disabled_names
+    from ...node.registry import DISABLE_ENV, disabled_names, scan_backends
 
-    names = {spec.name for spec in available_backends()}
+    if not environ.get(DISABLE_ENV):
+        return _warn_budget(environ)
+    # The lenient scan discovery itself makes: a clash or a refused name is discovery's to report.
+    specs, _ = scan_backends({})
+    names = {spec.name for spec in specs}
     unknown = sorted(disabled_names(environ) - names)
     if unknown:
         warn(f"{DISABLE_ENV} names no backend: {', '.join(unknown)} (backends: {', '.join(sorted(names))})")
+    _warn_budget(environ)
+
+
+def _warn_budget(environ: Mapping[str, str]) -> None:
+    from ...bounds import setting_refused
+    from ...host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
+
     if setting_refused(environ, BUDGET_ENV, high=MAX_BUDGET_S):
         warn(f"{BUDGET_ENV}={environ[BUDGET_ENV]!r} is not a number of seconds in (0, {MAX_BUDGET_S:g}]: "
              f"using {DEFAULT_BUDGET_S:g}")

@@ -31,11 +31,8 @@ def damaged(tmp_path_factory, name, *, neuron_ls, token_fault):
     snap = tmp_path_factory.mktemp("neuron") / name
     shutil.copytree(NEURON / name, snap, symlinks=True)
     (snap / "expected.json").unlink()
-    (snap / "commands/neuron-ls.json").unlink()
-    tool = snap / "rootfs/opt/aws/neuron/bin/neuron-ls"
-    tool.parent.mkdir(parents=True)
-    tool.write_text("#!/bin/sh\n" + neuron_ls + "\n")
-    tool.chmod(0o755)
+    # a snapshot runs no program: what neuron-ls did is recorded
+    (snap / "commands/neuron-ls.json").write_text(json.dumps({"argv": ["neuron-ls", "-j"], **neuron_ls}))
     meta = json.loads((snap / "metadata.json").read_text())
     meta["ec2_faults"] = {"api/token": token_fault}
     (snap / "metadata.json").write_text(json.dumps(meta))
@@ -44,8 +41,8 @@ def damaged(tmp_path_factory, name, *, neuron_ls, token_fault):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    hung = damaged(tmp_path_factory, "trn2-48xlarge", neuron_ls="exec sleep 60", token_fault={"hang": True})
-    garbage = damaged(tmp_path_factory, "inf2-xlarge", neuron_ls="echo 'neuron-ls: internal error'",
+    hung = damaged(tmp_path_factory, "trn2-48xlarge", neuron_ls={"timed_out": True}, token_fault={"hang": True})
+    garbage = damaged(tmp_path_factory, "inf2-xlarge", neuron_ls={"stdout": "neuron-ls: internal error\n"},
                       token_fault={"status": 403})
     with SimulatedCluster() as c:
         c.add_node(TRN2, name="trn2", num_cpus=2)
@@ -130,7 +127,7 @@ def _discovery_ms(log):
 
 
 @pytest.mark.parametrize("name, cores, causes", [
-    ("hung", 64, ("neuron-ls: timed out after", "EC2 IMDS: MetadataTimeout")),
+    ("hung", 64, ("neuron-ls: timed out", "EC2 IMDS: MetadataTimeout")),
     ("garbage", 2, ("neuron-ls -j printed unparsable output", "api/token: HTTP 403")),
 ])
 def test_damaged_nodes_start_degraded_within_the_bound(cluster, name, cores, causes):

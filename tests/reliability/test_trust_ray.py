@@ -1,0 +1,153 @@
+"""Real ``ray start`` through the hook on the trust-boundary classes (test_trust.py has them all
+through the CLI): third-party answers and broken distributions, 300 entry points sleeping at
+import, a 1 MiB NIC ``local_cpulist``, a FIFO in ``RAY_ACCEL_SKU_DIR``, 50,000 dangling PCI
+entries, a malformed ``GCE_METADATA_HOST``.
+
+Worker nodes join an intact head with a plain, non-blocking ``ray start``, two at a time with an
+intact baseline (the harness of test_hostile_ray.py). Shown for every node: ``ray start`` exits 0;
+Ray holds a node with its healthy devices, valid labels and ``rayaccel.io/discovery=degraded``;
+the hook's discovery event names each class's cause; no process of that ``ray start`` is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from ray_accel_ext.host.protocol import DEFAULT_BUDGET_S  # noqa: E402
+from ray_accel_ext.testing.cluster import NODE_NAME_LABEL  # noqa: E402
+from ray_accel_ext.testing.hostile import copy_snapshot  # noqa: E402
+from ray_accel_ext.testing.hostile_answers import (  # noqa: E402
+    BROKEN_DISTRIBUTIONS,
+    HOSTILE_ANSWERS,
+    install_broken_distributions,
+    install_hostile_answers,
+    install_sleepers,
+)
+from ray_accel_ext.testing.hostile_snapshot import cpulist_bomb, dangling_pci, hostile_sku_dir  # noqa: E402
+from tests.support.paths import HOSTS  # noqa: E402
+from tests.support.reliability import HookCluster, Results, hook_events, label_errors, start_processes  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+BUDGET_S = DEFAULT_BUDGET_S
+PROMISE_S = BUDGET_S + 4.0
+STRUCTURAL_S = BUDGET_S + 5.0
+HEAD = HOSTS / "nvidia_gpu" / "l4-single-pcie"
+H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
+A3 = HOSTS / "nvidia_gpu" / "gce-a3-highgpu-1g"
+RAY_OWN = {"ray.io/node-id", "ray.io/availability-zone", "ray.io/availability-region", "ray.io/market-type",
+           "ray.io/node-group", NODE_NAME_LABEL}
+ANSWER_NEEDLES = {
+    "many_attributes": "of 2000 left out", "huge_quantity": "1e+300 is outside", "gpu_1e18": "1e+18 is outside",
+    "many_devices": "20000 entries", "name_nul": "is not a usable Ray custom-resource name",
+    "name_node": "'node:1.2.3.4' is not a usable", "name_blank": "' ' is not a usable",
+    "reserved_prefix": "'nvidia.rayaccel.io' is reserved",
+}
+BROKEN_NEEDLES = {
+    "latin1-metadata": "broken_latin1_metadata-1.0.dist-info", "nvidia-gpu-clash": "is the name of an in-tree backend",
+}
+
+_results = Results("trust_ray")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_results():
+    yield
+    _results.write()
+
+
+def _plans(tmp_path):
+    """[(node name, snapshot, env, (resource, count), [(group, class, needle)])]."""
+    site = install_hostile_answers(tmp_path / "answers")
+    # A malformed or non-UTF-8 entry_points.txt breaks `import ray` itself (pydantic's plugin
+    # loader reads every distribution's entry points), before any hook: those two are shown
+    # through the CLI only (test_trust.py), like a FIFO there (test_hostile_ray.py).
+    broken = ("latin1-metadata", "nvidia-gpu-clash")
+    install_broken_distributions(site, broken)
+    classes = [("third-party answer", a.what, ANSWER_NEEDLES[a.key]) for a in HOSTILE_ANSWERS]
+    classes += [("broken distribution", BROKEN_DISTRIBUTIONS[name][0], BROKEN_NEEDLES[name]) for name in broken]
+    plans = [("answers", H100, {"PYTHONPATH": str(site)}, ("GPU", 8), classes)]
+    sleepers = install_sleepers(tmp_path / "sleepers", 300)
+    plans.append(("sleepers", H100, {"PYTHONPATH": str(sleepers)}, ("GPU", 8),
+                  [("third-party backends", "300 entry points sleeping at import", "third-party backend(s) not started")]))
+    bomb = copy_snapshot(H100, tmp_path / "cpulist")
+    cpulist_bomb(bomb)
+    plans.append(("cpulist", bomb, {}, ("GPU", 8),
+                  [("hostile host files", "a NIC's local_cpulist of 1 MiB", "local_cpulist: unparsable")]))
+    sku = hostile_sku_dir(tmp_path / "skus", "fifo")
+    plans.append(("sku-fifo", H100, {"RAY_ACCEL_SKU_DIR": str(sku.parent)}, ("GPU", 8),
+                  [("hostile setting", "RAY_ACCEL_SKU_DIR holding a FIFO a.json", "is a FIFO")]))
+    dangling = copy_snapshot(H100, tmp_path / "dangling")
+    dangling_pci(dangling, 50_000)
+    plans.append(("dangling", dangling, {}, ("GPU", 8),
+                  [("hostile host files", "50,000 dangling /sys/bus/pci/devices entries", "entries are dangling")]))
+    plans.append(("endpoint", A3, {"GCE_METADATA_HOST": "::1"}, ("GPU", 1),
+                  [("hostile setting", "GCE_METADATA_HOST='::1'", "malformed endpoint")]))
+    return plans
+
+
+def _alive(names):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = {n["Labels"].get(NODE_NAME_LABEL): n for n in ray.nodes() if n["Alive"]}
+        if all(name in found for name in names):
+            return found
+        time.sleep(0.3)
+    raise TimeoutError(f"nodes {names} did not register")
+
+
+def _check(plan, run, node, baseline_s, failures):
+    name, _, _, (resource, count), classes = plan
+    events = hook_events(run["log"])
+    hook_s = events.get("start_hook", {}).get("elapsed_ms", 0) / 1000 or None
+    reasons = events.get("discovery", {}).get("reasons", [])
+    labels = {k: v for k, v in node["Labels"].items() if k not in RAY_OWN}
+    bad = label_errors(labels)
+    kept = node["Resources"].get(resource) == count
+    degraded = labels.get("rayaccel.io/discovery") == "degraded"
+    ok = run["rc"] == 0 and not bad and degraded and kept and not run["left"] and hook_s is not None and hook_s <= STRUCTURAL_S
+    if not ok:
+        failures.append(f"{name}: rc={run['rc']} {resource}={node['Resources'].get(resource)} degraded={degraded} "
+                        f"labels {bad} hook {hook_s}s left {run['left']}\n{run['log'][-2000:]}")
+    text = "\n".join(reasons) + "\n" + run["log"]
+    for group, cls, needle in classes:
+        said = next((r for r in reasons if needle in r), None) or next(
+            (ln.split(" -- ", 1)[-1] for ln in text.splitlines() if needle in ln), None)
+        if said is None:
+            failures.append(f"{name}: {cls}: the node log does not name the cause ({needle!r})")
+        _results.add(f"ray start ({group})", cls, "degraded" if ok and said else "unflagged change",
+                     elapsed_s=hook_s, budget_s=BUDGET_S, invalid_labels=len(bad), hang=hook_s is None or hook_s > PROMISE_S,
+                     detail=f"node {name}: ray start exited {run['rc']} after {run['wall_s'] or 0:.1f}s "
+                            f"(baseline {baseline_s:.1f}s); hook {hook_s}s; {resource}={node['Resources'].get(resource)}",
+                     reported=(said or "")[:300], start_s=round(run["wall_s"] or 0, 2), baseline_s=round(baseline_s, 2),
+                     node=name)
+
+
+def test_ray_start_across_the_trust_boundaries(tmp_path):
+    failures: list[str] = []
+    with contextlib.ExitStack(), HookCluster() as hc:
+        plans = _plans(tmp_path)
+        cluster = hc.cluster
+        cluster.add_node(HEAD, name="head", num_cpus=1)
+        cluster.connect()
+        marker = str(cluster.root)
+        for b, batch in enumerate(plans[i:i + 2] for i in range(0, len(plans), 2)):
+            base = f"baseline{b}"
+            runs = hc.start_batch([(H100, {"name": base, "num_cpus": 0})]
+                                  + [(p[1], {"name": p[0], "num_cpus": 0, "env": p[2]}) for p in batch])
+            failed = {n: r for n, r in runs.items() if r["rc"] != 0}
+            assert not failed, "\n".join(f"{n}: ray start exited {r['rc']}:\n{r['log'][-3000:]}" for n, r in failed.items())
+            alive = _alive([base] + [p[0] for p in batch])
+            for plan in batch:
+                _check(plan, runs[plan[0]], alive[plan[0]], runs[base]["wall_s"], failures)
+            for name in [base] + [p[0] for p in batch]:
+                cluster.kill_node(cluster.node(name))
+    time.sleep(0.5)
+    left = [p.pid for p in start_processes(marker)]
+    assert not left, f"ray start processes (or what the hook forked) left after cleanup: {left}"
+    assert not failures, "\n".join(failures)
