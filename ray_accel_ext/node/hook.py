@@ -42,6 +42,7 @@ from ..telemetry import discovery_event, emit
 from .adapter import RayNodeSpec, degraded_spec, to_ray_node
 from .discovery import discover_node
 from .handoff import RAY_NONE, inventory_env, ray_tpu_manager_env
+from .ray_devices import hand_off_devices
 from .ray_native import TIME_LIMIT_S as RAY_NATIVE_LIMIT_S
 from .ray_native import ray_detected
 from .visibility import cap_to_visible
@@ -79,9 +80,10 @@ def node_spec(
     return _node(root, budget_s, environ)[1]
 
 
-def _node(root, budget_s, environ) -> tuple[NodeInventory | None, RayNodeSpec, str | None]:
-    """(inventory, spec, host name); inventory None when discovery failed outright or did not
-    finish within the budget plus :data:`HOOK_GRACE_S` (it runs on a daemon thread)."""
+def _node(root, budget_s, environ) -> tuple[NodeInventory | None, RayNodeSpec, str | None, Mapping[str, Any]]:
+    """(inventory, spec, host name, the answering backends' declarations); inventory None when
+    discovery failed outright or did not finish within the budget plus :data:`HOOK_GRACE_S` (it
+    runs on a daemon thread)."""
     _ensure_log_handler()
     environ = os.environ if environ is None else environ
     if budget_s is None:
@@ -100,11 +102,11 @@ def _node(root, budget_s, environ) -> tuple[NodeInventory | None, RayNodeSpec, s
     if not box:
         log.error("ray_accel_ext discovery did not finish within its %gs budget (+%gs); starting the node degraded",
                   budget_s, HOOK_GRACE_S)
-        return None, degraded_spec(), None
+        return None, degraded_spec(), None, {}
     if isinstance(box[0], BaseException):
         log.error("ray_accel_ext discovery failed, starting the node degraded: %s: %s",
                   type(box[0]).__name__, redact(_text(box[0])))
-        return None, degraded_spec(), None
+        return None, degraded_spec(), None, {}
     return box[0]
 
 
@@ -115,7 +117,7 @@ def _text(exc: BaseException) -> str:
         return "<unprintable>"
 
 
-def _discover(root: Any, budget_s: float, environ: Mapping[str, str]) -> tuple[NodeInventory, RayNodeSpec, str | None]:
+def _discover(root: Any, budget_s: float, environ: Mapping[str, str]) -> tuple[NodeInventory, RayNodeSpec, str | None, Mapping[str, Any]]:
     if root is not None:
         host = open_host(root, environ=environ, budget_s=budget_s)
     else:
@@ -124,7 +126,7 @@ def _discover(root: Any, budget_s: float, environ: Mapping[str, str]) -> tuple[N
     inventory = found.inventory
     spec = cap_to_visible(to_ray_node(inventory), inventory, environ, classes=found.backends)
     discovery_event(inventory, spec)
-    return inventory, spec, hostname(host)
+    return inventory, spec, hostname(host), found.backends
 
 
 def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) -> dict[str, str]:
@@ -193,10 +195,11 @@ def start_hook(ray_params: Any, head: bool) -> None:
                 ray_version(),
             )
         budget = setting(os.environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
-        inventory, spec, name = _node(None, budget, None)
+        inventory, spec, name, declared = _node(None, budget, None)
         left = budget + 0.95 - (time.monotonic() - started)
         merge_into_params(ray_params, spec, time_limit_s=min(RAY_NATIVE_LIMIT_S, max(0.05, left)))
         handed = hand_off(inventory, name)
+        hand_off_devices(inventory, declared)
         tpu_env = {k: v for k, v in handed.items() if k.startswith("TPU_")}
         if tpu_env:
             log.info("ray_accel_ext: Ray's TPU manager reads %s (no metadata request of its own)", tpu_env)
@@ -241,6 +244,7 @@ def init(*args: Any, root: str | os.PathLike[str] | None = None, **kwargs: Any):
     if address not in (None, "local"):
         log.info("ray_accel_ext.init: connecting to %s; node labels come from that node's start hook", address)
         return ray.init(*args, **kwargs)
-    inventory, spec, name = _node(root, None, None)
+    inventory, spec, name, declared = _node(root, None, None)
     hand_off(inventory, name)
+    hand_off_devices(inventory, declared)
     return ray.init(*args, **merge_into_init_kwargs(kwargs, spec))
