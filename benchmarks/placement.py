@@ -29,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from ray_accel_ext.compat import require_tested_ray
+from ray_accel_ext.compat import require_feature
 from ray_accel_ext.placement import DomainRequest, choose_domain, reserve
 from tests.support.domains import SNAPSHOTS, add_in_batches, tpu_slice
 
@@ -88,7 +88,7 @@ def slice_of(pg, labels_by_node) -> set[str]:
 def bench_ready(rounds: int) -> None:
     from ray.util.tpu import slice_placement_group
 
-    require_tested_ray("ray.util.tpu.slice_placement_group (alpha)")
+    require_feature("tpu_slice_placement_group")
     ours, theirs = [], []
     for _ in range(rounds):
         t = time.perf_counter()

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..bounds import setting
-from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, ray_version, tested_range_text
+from ..compat import MIN_RAY_VERSION, interface_problem, is_supported_ray, ray_version
 from ..host import host_from_env, open_host
 from ..host.protocol import BUDGET_ENV, DEFAULT_BUDGET_S, MAX_BUDGET_S
 from ..hw.cloud import hostname
@@ -135,7 +135,13 @@ def hand_off(inventory: NodeInventory | None, name: str | None, environ=None) ->
     environ = os.environ if environ is None else environ
     if inventory is None:
         return {}
-    out = {**ray_tpu_manager_env(inventory, environ, name), **inventory_env(inventory)}
+    tpu = ray_tpu_manager_env(inventory, environ, name)
+    shape = interface_problem("tpu_manager_env") if tpu else None
+    if shape is not None:
+        log.warning("ray_accel_ext: the TPU slice is not handed to Ray's TPU manager (it asks the metadata server "
+                    "itself): %s", shape)
+        tpu = {}
+    out = {**tpu, **inventory_env(inventory)}
     for key, value in list(out.items()):
         # Ray's TPU manager makes a resource of TPU_NAME unchecked: a value that is no valid label
         # value (a NUL, 140,000 characters) is handed on as Ray's own "none" or this host's name,
@@ -185,14 +191,6 @@ def start_hook(ray_params: Any, head: bool) -> None:
             log.warning(
                 "ray_accel_ext supports Ray %d.%d and newer; this is Ray %s, whose RayParams may lack "
                 "resources/labels. The start hook continues.", *MIN_RAY_VERSION, ray_version(),
-            )
-        elif not is_tested_ray():
-            _ensure_log_handler()
-            log.warning(
-                "ray_accel_ext is tested with Ray %s; this is Ray %s. The start hook uses only public "
-                "inputs (RayParams resources/labels/num_gpus) and continues.",
-                tested_range_text(),
-                ray_version(),
             )
         budget = setting(os.environ, BUDGET_ENV, DEFAULT_BUDGET_S, high=MAX_BUDGET_S)
         inventory, spec, name, declared = _node(None, budget, None)

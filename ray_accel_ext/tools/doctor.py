@@ -26,6 +26,7 @@ from ..hw.pci import PCI_DEVICES, read_ids
 from ..model import NodeInventory
 from ..node.discovery import discover
 from ..node.registry import DISABLE_ENV, FamilyInfo, disabled_names, families, family_of_pci
+from .ray_probes import ray_interface_reports
 
 __all__ = ["Finding", "Diagnosis", "diagnose", "explain", "CAUSES"]
 
@@ -80,6 +81,11 @@ CAUSES: dict[str, tuple[str, str]] = {
                                "the start hook uses only public Ray inputs and still runs"),
     "ray-feature": ("info", "upgrade Ray to get the feature (`pip install -U 'ray[default]'`); until then this "
                             "package works without it as the message says"),
+    "ray-interface-missing": ("warning", "a private Ray interface changed shape: the message says what the node does "
+                                         "without it; upgrade ray-accel-ext to a release that knows this Ray"),
+    "device-isolation-off": ("info", "unset RAY_ACCEL_DEVICE_ISOLATION (docs/vendors.md) for per-task device ids"),
+    "device-isolation-unavailable": ("warning", "reinstall ray-accel-ext so ray_accel_ext_devices.pth is in site-packages "
+                                                "(docs/vendors.md, \"What a backend gets at runtime\")"),
     "no-accelerators": ("info", "if this node should have accelerators, check that the VM/pod was given them "
                                 "(KubeRay: resource limits google.com/tpu, nvidia.com/gpu, aws.amazon.com/neuron) "
                                 "and that /sys is the host's"),
@@ -378,6 +384,7 @@ def diagnose(host: FsHost) -> Diagnosis:
     findings += _probe_libraries(inventory)
     version, ray_findings = _probe_ray()
     findings += ray_findings
+    findings += [_finding(c, m, backend=b, detail=d) for c, m, b, d in ray_interface_reports(inventory)]
     if not inventory.descriptions and not any(f.severity == "error" for f in findings):
         findings.append(_finding(
             "no-accelerators",
