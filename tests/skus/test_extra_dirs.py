@@ -159,10 +159,10 @@ doc = {{"schema": 1, "family": "nvidia", "vendor": "nvidia", "vendor_id": "0x10d
 (d / "site.json").write_text(json.dumps(doc))           # written after import
 print(skus.lookup("0x10de", "0x2330").sku)
 (d / "site.json").unlink()                              # gone, but already read
-print(skus.lookup("0x10de", "0x2330").sku, sum(f.endswith("site.json") for f in skus.loaded_files()))
+print(skus.lookup("0x10de", "0x2330").sku, len(skus.loaded_files()))
 skus.reload()
 print(skus.lookup("0x10de", "0x2330").sku)
 """
     env = {**os.environ, skus.ENV_VAR: str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
-    assert out.stdout.split() == ["h100-site-80gb", "h100-site-80gb", "1", "h100-sxm5-80gb"]
+    assert out.stdout.split() == ["h100-site-80gb", "h100-site-80gb", str(len(skus.FAMILIES) + 1), "h100-sxm5-80gb"]
