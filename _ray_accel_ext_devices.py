@@ -24,7 +24,6 @@ one the start hook passes explicitly.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -46,6 +45,8 @@ _MARK = "_ray_accel_ext_devices"
 def families(environ=None) -> list[dict]:
     """The handed-on families: ``resource``, ``backend``, ``entry`` (``module:Class``), ``env_var``,
     ``accelerator_type`` and ``devices`` (``Device.to_dict()`` each); empty when unset or damaged."""
+    import json  # here, not at the top: the .pth file imports this module before anything else
+
     text = (os.environ if environ is None else environ).get(ENV, "")
     try:
         value = json.loads(text) if text else []
