@@ -89,8 +89,13 @@ def _env_ids(seen: dict) -> list[str]:
 
 
 def test_node_offers_the_vendor_resource_and_the_gpus(cluster):
-    resources = cluster.ray_node("mixed")["Resources"]
+    node = cluster.ray_node("mixed")
+    resources, labels = node["Resources"], node["Labels"]
     assert resources["acme_npu"] == 4 and resources["GPU"] == 8
+    # The accelerator type follows the SKUs (the GPUs' H100; the Acme SKU names no Ray type), the
+    # adapter taking nothing of Ray's one-family-per-node choice.
+    assert labels["ray.io/accelerator-type"] == "H100"
+    assert [k for k in resources if k.startswith("accelerator_type:")] == ["accelerator_type:H100"]
 
 
 def test_concurrent_one_unit_tasks_get_disjoint_ids_and_the_variable(cluster):
