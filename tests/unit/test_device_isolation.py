@@ -28,6 +28,7 @@ from ray_accel_ext.node.ray_devices import DEVICES_ENV, SETTING_ENV, UNIT_ENV  #
 from ray_accel_ext.ray_hook import start_hook  # noqa: E402
 from ray_accel_ext.testing.cluster import with_this_package  # noqa: E402
 from ray_accel_ext.tools.cli import main  # noqa: E402
+from ray_accel_ext_acme import AcmeNPUBackend  # noqa: E402
 from tests.support.paths import HOSTS, TESTS  # noqa: E402
 
 H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
@@ -141,3 +142,44 @@ def test_import_ray_loads_nothing_unless_a_node_handed_a_family_on():
     assert _imported_after_import_ray({}) is False
     family = [{"resource": "acme_npu", "backend": "acme_npu", "entry": "", "env_var": "ACME_VISIBLE_DEVICES", "devices": []}]
     assert _imported_after_import_ray({DEVICES_ENV: json.dumps(family)}) is True
+
+
+class RaisingAcme(AcmeNPUBackend):
+    """Acme with a visible_devices_env that fails (a vendor bug at task start)."""
+
+    def visible_devices_env(self, devices):
+        raise RuntimeError("firmware table unreadable")
+
+
+def _adapter(monkeypatch, entry: str):
+    """Ray's registry in this process with one adapter for acme_npu (restored afterwards)."""
+    import _ray_accel_ext_devices as boot
+
+    monkeypatch.setattr(ray_accelerators, "get_all_accelerator_managers", ray_accelerators.get_all_accelerator_managers)
+    cache = ray_accelerators.get_accelerator_manager_for_resource.__dict__
+    monkeypatch.setitem(cache, "_resource_name_to_accelerator_manager", dict(cache.get("_resource_name_to_accelerator_manager", {})))
+    family = {"resource": "acme_npu", "backend": "acme_npu", "entry": entry, "env_var": "ACME_VISIBLE_DEVICES",
+              "devices": [{"index": i, "id": f"ACME-00{i}"} for i in range(4)]}
+    gpu = {**family, "resource": "GPU", "backend": "not_ray"}
+    assert boot.install([family, gpu]) == ["acme_npu"]  # Ray's own GPU keeps Ray's managers
+    monkeypatch.setenv("ACME_VISIBLE_DEVICES", "")  # recorded: the adapter's writes are undone afterwards
+    monkeypatch.delenv("ACME_VISIBLE_DEVICES")
+    return ray_accelerators.get_accelerator_manager_for_resource("acme_npu")
+
+
+def test_the_adapter_asks_the_backend_and_never_counts(monkeypatch):
+    manager = _adapter(monkeypatch, "ray_accel_ext_acme:AcmeNPUBackend")
+    assert manager.get_current_node_num_accelerators() == 0  # the hook passes the count: no family race
+    assert manager.get_current_process_visible_accelerator_ids() is None
+    manager.set_current_process_visible_accelerator_ids(["3", "1"])
+    assert os.environ["ACME_VISIBLE_DEVICES"] == "3,1"
+    assert manager.get_current_process_visible_accelerator_ids() == ["3", "1"]
+    assert manager.validate_resource_request_quantity(1.5)[0] is False and manager.validate_resource_request_quantity(0.5)[0]
+    assert ray_accelerators.get_accelerator_manager_for_resource("GPU").__module__.startswith("ray.")
+
+
+def test_a_failing_visible_devices_env_still_restricts_by_the_ids(monkeypatch, capsys):
+    manager = _adapter(monkeypatch, "tests.unit.test_device_isolation:RaisingAcme")
+    manager.set_current_process_visible_accelerator_ids(["2"])
+    assert os.environ["ACME_VISIBLE_DEVICES"] == "2"
+    assert "visible_devices_env failed for ids ['2']: RuntimeError: firmware table unreadable" in capsys.readouterr().err
