@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ray_accel_ext.compat import require_tested_ray  # noqa: E402
+from ray_accel_ext.compat import require_feature  # noqa: E402
 from ray_accel_ext.placement import DomainRequest, choose_domain, reserve  # noqa: E402
 from tests.support.domains import SNAPSHOTS, add_in_batches, tpu_slice  # noqa: E402
 
@@ -90,7 +90,7 @@ def slice_of(pg, labels_by_node) -> set[str]:
 def bench_ready(rounds: int) -> None:
     from ray.util.tpu import slice_placement_group
 
-    require_tested_ray("ray.util.tpu.slice_placement_group (alpha)")
+    require_feature("tpu_slice_placement_group")
     ours, theirs = [], []
     for _ in range(rounds):
         t = time.perf_counter()

@@ -18,6 +18,8 @@ import sys, tarfile, zipfile
 wheel, sdist = sys.argv[1:]
 names = zipfile.ZipFile(wheel).namelist()
 assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "LICENSE missing from the wheel"
+# Device isolation in Ray's workers (docs/vendors.md): the .pth file and the module it imports, at the top.
+assert {"ray_accel_ext_devices.pth", "_ray_accel_ext_devices.py"} <= set(names), "device isolation files missing"
 members = tarfile.open(sdist).getnames()
 assert not [m for m in members if "/tests/" in m], "the sdist ships tests it cannot run"
 assert any(m.endswith("/LICENSE") for m in members), "LICENSE missing from the sdist"

@@ -32,4 +32,5 @@ mkdir -p artifacts
 mapfile -t selected < <(grep -v '^#' ci/ray-oldest-tests.txt | awk 'NF {print $1}')
 "$VENV/bin/python" -m pytest "${selected[@]}" -m ray -q -p no:cacheprovider --durations=10 \
   --junitxml="artifacts/junit-ray-$version.xml" "$@"
-"$VENV/bin/python" -m pytest tests/unit/test_compat.py -q -p no:cacheprovider
+# The probes of Ray's shape (features and private interfaces), without starting a cluster.
+"$VENV/bin/python" -m pytest tests/unit/test_compat.py tests/unit/test_device_isolation.py -q -p no:cacheprovider

@@ -80,6 +80,9 @@ METADATA_NOT_SERVED = "metadata-not-served"
 KUBERAY_INDEX_MISMATCH = "kuberay-index-mismatch"
 KUBERAY_INDEX_INVALID = "kuberay-index-invalid"
 TPU_PROCESS_LAYOUT = "tpu-process-layout"
+RAY_INTERFACE_MISSING = "ray-interface-missing"
+DEVICE_ISOLATION_OFF = "device-isolation-off"
+DEVICE_ISOLATION_UNAVAILABLE = "device-isolation-unavailable"
 SKU_UNKNOWN = "sku-unknown"
 GENERATION_UNSUPPORTED = "generation-unsupported"
 SKU_FILE = "sku-file"
@@ -187,6 +190,15 @@ _BUILTIN: dict[str, ProblemCode] = dict([
     _code(TPU_PROCESS_LAYOUT, "error",
           "the GKE TPU webhook's process list does not fit the slice (processes per host, host names)",
           "check the pod's TPU_PROCESS_ADDRESSES / TPU_WORKER_HOSTNAMES as the webhook set them (docs/tpu.md)"),
+    _code(RAY_INTERFACE_MISSING, "warning",
+          "a private Ray interface this package uses is missing or has another shape; the node starts without it",
+          "the message says what the node does without it; upgrade ray-accel-ext to a release that knows this Ray"),
+    _code(DEVICE_ISOLATION_OFF, "info", "per-task device isolation for families outside Ray's tree is switched off",
+          "unset RAY_ACCEL_DEVICE_ISOLATION (docs/vendors.md) for per-task device ids"),
+    _code(DEVICE_ISOLATION_UNAVAILABLE, "warning",
+          "tasks of a family outside Ray's tree would not be given their own devices",
+          "reinstall ray-accel-ext so that ray_accel_ext_devices.pth is in site-packages (docs/vendors.md, \"What a "
+          "backend gets at runtime\")"),
     _code(SKU_UNKNOWN, "warning",
           "devices whose PCI id the SKU database does not know were counted without a known SKU",
           "the devices are counted and scheduled; to give them their SKU, generation and memory, add their PCI id "

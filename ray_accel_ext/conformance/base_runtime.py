@@ -187,3 +187,31 @@ class BaseLiveRayTests(SuiteTests):
                     f"a task asking for 1 {suite.backend_cls.resource_name} and {sku_key}={spec.labels[sku_key]} "
                     f"did not run on the {suite.name} node"
                 )
+
+    @requires("device_visibility")
+    def test_ray_isolates_devices_per_task(self, suite: SuiteConfig, backend: AcceleratorBackend, live_snapshot: Snapshot) -> None:
+        """Two concurrent one-unit tasks get different ids and the variables for their device; a two-unit
+        task gets two ids (``docs/vendors.md``, "What a backend gets at runtime")."""
+        desc = self._live_description(suite, live_snapshot)
+        from ..node.ray_devices import ray_names
+
+        if backend.resource_name in (ray_names() or ()):
+            pytest.skip(f"{backend.resource_name} is Ray's own resource: Ray's own manager isolates it, not "
+                        f"{suite.name}.visible_devices_env")
+        if len(desc.devices) < 2:
+            pytest.skip(f"snapshot {live_snapshot} has {len(desc.devices)} {suite.name} device(s); isolation needs two")
+        from .live_isolation import check_isolation
+
+        check_isolation(backend, desc, live_snapshot)
+
+    def _live_description(self, suite: SuiteConfig, live_snapshot: Snapshot):
+        if not suite.live_ray:
+            pytest.skip("live Ray check is opt-in: pass --accel-live-ray or set RAY_ACCEL_CONFORMANCE_LIVE_RAY=1")
+        if not any(s.name == suite.name for s in available_backends()):
+            pytest.skip(f"{suite.name} is not installed under the entry point, so `ray start` cannot load it")
+        from ..testing.snapshots import run_snapshot
+
+        inventory, _ = run_snapshot(live_snapshot.path)
+        desc = next((d for d in inventory.descriptions if d.backend == suite.name), None)
+        assert desc is not None, f"discovery on snapshot {live_snapshot} found no {suite.name} devices: {inventory.reasons()}"
+        return desc

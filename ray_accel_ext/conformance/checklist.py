@@ -67,10 +67,11 @@ ITEMS: tuple[Item, ...] = (
         "BaseAdapterTests::test_labels_valid_for_ray_selectors",
         "BaseAdapterTests::test_matches_golden_ray_spec",
     )),
-    Item("visibility", "Device visibility: pure, and parses back to the same devices", (
+    Item("visibility", "Device visibility: pure, parses back, and reaches each task on a live node", (
         "BaseVisibilityTests::test_visible_devices_env_is_pure",
         "BaseVisibilityTests::test_visible_devices_round_trip",
         "BaseVisibilityTests::test_unset_means_all_devices",
+        "BaseLiveRayTests::test_ray_isolates_devices_per_task",
     )),
     Item("live-ray", "A real Ray node started through the hook shows it", (
         "BaseLiveRayTests::test_ray_node_shows_promised_resources_and_labels",

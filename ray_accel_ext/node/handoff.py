@@ -89,11 +89,14 @@ def inventory_env(inventory: NodeInventory) -> dict[str, str]:
 
 
 def node_env(
-    inventory: NodeInventory, ident: Mapping[str, str], environ: Mapping[str, str], hostname: str | None
+    inventory: NodeInventory, ident: Mapping[str, str], environ: Mapping[str, str], hostname: str | None,
+    *, tpu_manager: bool = True,
 ) -> dict[str, str]:
-    """Everything the node start hands on: Ray's TPU manager's variables and the description,
-    each a value a process environment can hold."""
-    out = {**ray_tpu_manager_env(inventory, ident, environ, hostname), **inventory_env(inventory)}
+    """Everything the node start hands on: Ray's TPU manager's variables (unless ``tpu_manager`` is
+    false: its interface is not the one this package knows) and the description, each a value a
+    process environment can hold."""
+    tpu = ray_tpu_manager_env(inventory, ident, environ, hostname) if tpu_manager else {}
+    out = {**tpu, **inventory_env(inventory)}
     for key, value in list(out.items()):
         # Ray's TPU manager makes a resource of TPU_NAME unchecked: a value that is no valid label
         # value (a NUL, 140,000 characters) is handed on as Ray's own "none" or this host's name,

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compat import MIN_RAY_VERSION, is_supported_ray, is_tested_ray, ray_version, tested_range_text
+from ..compat import MIN_RAY_VERSION, interface_problem, is_supported_ray, ray_version
 from ..host import host_from_env, open_host
 from ..host.protocol import Deadline
 from ..hw.cloud import hostname
@@ -51,6 +51,7 @@ from .adapter import RayNodeSpec, degraded_spec, ray_tpu_identity, to_ray_node
 from .discovery import discover_node
 from .envelope import HOOK_GRACE_S, RAY_NATIVE_LIMIT_S, answer_wait, ray_native_limit, start_deadline
 from .handoff import node_env
+from .ray_devices import hand_off_devices
 from .ray_native import ray_detected
 from .visibility import cap_to_visible
 
@@ -69,6 +70,7 @@ class NodeStart:
     spec: RayNodeSpec
     hostname: str | None = None
     tpu_identity: Mapping[str, str] = field(default_factory=dict)
+    backends: Mapping[str, Any] = field(default_factory=dict)  # the answering backends' declarations
 
 
 _FAILED = NodeStart(None, degraded_spec())
@@ -142,7 +144,8 @@ def _discover(root: Any, deadline: Deadline, environ: Mapping[str, str]) -> Node
     spec = cap_to_visible(to_ray_node(inventory), inventory, environ, found.backends)
     discovery_event(inventory, spec)
     tpu = next((d for d in inventory.descriptions if d.resource_name == "TPU" and d.devices), None)
-    return NodeStart(inventory, spec, hostname(host), ray_tpu_identity(tpu) if tpu is not None else {})
+    return NodeStart(inventory, spec, hostname(host), ray_tpu_identity(tpu) if tpu is not None else {},
+                     found.backends)
 
 
 def hand_off(
@@ -157,7 +160,11 @@ def hand_off(
     if tpu_identity is None:
         tpu = next((d for d in inventory.descriptions if d.resource_name == "TPU" and d.devices), None)
         tpu_identity = ray_tpu_identity(tpu) if tpu is not None else {}
-    out = node_env(inventory, tpu_identity, environ, name)
+    shape = interface_problem("tpu_manager_env") if tpu_identity else None
+    if shape is not None:
+        log.warning("ray_accel_ext: the TPU slice is not handed to Ray's TPU manager (it asks the metadata server "
+                    "itself): %s", shape)
+    out = node_env(inventory, tpu_identity, environ, name, tpu_manager=shape is None)
     environ.update(out)
     return out
 
@@ -196,19 +203,12 @@ def start_hook(ray_params: Any, head: bool) -> None:
                 "ray_accel_ext supports Ray %d.%d and newer; this is Ray %s, whose RayParams may lack "
                 "resources/labels. The start hook continues.", *MIN_RAY_VERSION, ray_version(),
             )
-        elif not is_tested_ray():
-            _ensure_log_handler()
-            log.warning(
-                "ray_accel_ext is tested with Ray %s; this is Ray %s. The start hook uses only public "
-                "inputs (RayParams resources/labels/num_gpus) and continues.",
-                tested_range_text(),
-                ray_version(),
-            )
         deadline = start_deadline(os.environ)
         found = _node(None, deadline, os.environ)
         spec = found.spec
         merge_into_params(ray_params, spec, time_limit_s=ray_native_limit(deadline))
         handed = hand_off(found.inventory, found.hostname, tpu_identity=found.tpu_identity)
+        hand_off_devices(found.inventory, found.backends)
         tpu_env = {k: v for k, v in handed.items() if k.startswith("TPU_")}
         if tpu_env:
             log.info("ray_accel_ext: Ray's TPU manager reads %s (no metadata request of its own)", tpu_env)
@@ -255,4 +255,5 @@ def init(*args: Any, root: str | os.PathLike[str] | None = None, **kwargs: Any):
         return ray.init(*args, **kwargs)
     found = _node(root, start_deadline(os.environ), os.environ)
     hand_off(found.inventory, found.hostname, tpu_identity=found.tpu_identity)
+    hand_off_devices(found.inventory, found.backends)
     return ray.init(*args, **merge_into_init_kwargs(kwargs, found.spec))

@@ -10,9 +10,10 @@ Ray's own Intel Gaudi (``HPU``) or Ascend (``NPU``) count is dropped whenever ``
 Ray is imported anyway) for every family the spec does not cover, and returns their counts (capped
 by their visible-devices variables, as Ray caps them), ``accelerator_type:<T>`` and additional
 resources, so the hook passes them explicitly and Ray's choice of one family loses none. This reads
-Ray's private ``ray._private.accelerators`` registry: only on a tested Ray (:mod:`.compat`), within
-a time limit (Ray's TPU manager asks the GCE metadata server without one), and any failure just
-leaves Ray to itself.
+Ray's private ``ray._private.accelerators`` registry: only where its shape is what this module calls
+(the ``accelerator_registry`` probe of :mod:`ray_accel_ext.compat`; where it fails, the result carries
+the ``problem`` and the node starts with Ray's own choice), within a time limit (Ray's TPU manager
+asks the GCE metadata server without one), and any failure just leaves Ray to itself.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compat import is_tested_ray
+from ..compat import interface_problem
 from .envelope import RAY_NATIVE_LIMIT_S
 
 __all__ = ["RayFamilies", "ray_detected", "TIME_LIMIT_S"]
@@ -40,6 +41,7 @@ class RayFamilies:
     num_gpus: float | None = None
     resources: dict[str, float] = field(default_factory=dict)
     families: list[str] = field(default_factory=list)
+    problem: str | None = None
 
 
 def _scan(covered: set[str], gpu_covered: bool, out: RayFamilies) -> None:
@@ -77,14 +79,19 @@ def _scan(covered: set[str], gpu_covered: bool, out: RayFamilies) -> None:
 def ray_detected(resources: dict[str, Any], num_gpus: Any, *, time_limit_s: float = TIME_LIMIT_S) -> RayFamilies:
     """Ray's own families not in ``resources`` (and ``GPU`` unless ``num_gpus`` is set).
 
-    Empty when nothing here would change Ray's own choice (no accelerator is given explicitly), on
-    a Ray outside the tested range, without Ray, or when Ray's managers do not answer within
-    ``time_limit_s``. Never raises.
+    Empty when nothing here would change Ray's own choice (no accelerator is given explicitly),
+    without Ray, on a Ray whose registry is not the shape this reads (``problem`` says what), or
+    when Ray's managers do not answer within ``time_limit_s``. Never raises.
     """
     out = RayFamilies()
     try:
         from ray._private import accelerators
     except Exception:  # noqa: BLE001 - no Ray, or a Ray without this registry
+        return out
+    shape = interface_problem("accelerator_registry")
+    if shape is not None:
+        out.problem = f"Ray's own accelerator families are not pinned next to ours: {shape}"
+        log.warning("ray_accel_ext: %s", out.problem)
         return out
     try:
         names = accelerators.get_all_accelerator_resource_names()
@@ -94,9 +101,6 @@ def ray_detected(resources: dict[str, Any], num_gpus: Any, *, time_limit_s: floa
     gpu_covered = num_gpus is not None
     if not (gpu_covered or covered & set(names)):
         return out  # Ray's own choice is untouched by the hook
-    if not is_tested_ray():
-        log.info("ray_accel_ext: Ray's own accelerator families are not pinned on an untested Ray")
-        return out
     found = RayFamilies()
     done = threading.Event()
 

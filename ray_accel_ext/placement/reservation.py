@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import telemetry
 from ..cluster.nodes import NodeView, alive_nodes
-from ..compat import has_feature, is_tested_ray, require_feature, require_tested_ray
+from ..compat import has_feature, require_feature
 from ..errors import NoDomainAvailable, SchedulingError, WouldSplitDomain
 from ..labels import NODE_ID
 from ..telemetry import REASON_ERROR, REASON_NEVER_FITS, REASON_NO_DOMAIN_FREE, REASON_TIMEOUT
@@ -173,13 +173,12 @@ def _bundle_ranks(pg, domain: DomainRanks) -> tuple[BundleRank, ...]:
 
 def use_topology_strategy(flag: bool | None, version: str | None = None) -> bool:
     """Whether to pass Ray's experimental ``topology_strategy`` (Ray 2.57 and newer): ``None`` = when
-    the Ray (``version``, default the installed one) has it and is in the tested range; ``True``
-    raises RayVersionError on a Ray without it or outside the tested range."""
+    the Ray (``version``, default the installed one, probed) has it; ``True`` raises RayVersionError
+    on a Ray without it."""
     if flag is None:
-        return has_feature("topology_strategy", version) and is_tested_ray(version)
+        return has_feature("topology_strategy", version)
     if flag:
         require_feature("topology_strategy", version)
-        require_tested_ray("placement topology_strategy (experimental in Ray)", version)
     return bool(flag)
 
 

@@ -1,7 +1,17 @@
 """Reading the built-in SKU files and the extra ones, into one :class:`Database`.
 
-Precedence, lowest first: the built-in files, then ``SYSTEM_DIR``, then the directories of
-``RAY_ACCEL_SKU_DIR`` from last to first (so the first one listed wins). Within a directory,
+Precedence, lowest first: the built-in files, then the files vendor packages declare (entry-point
+group ``ray_accel_ext.skus``, by entry-point name), then ``SYSTEM_DIR``, then the directories of
+``RAY_ACCEL_SKU_DIR`` from last to first (so the first one listed wins: the operator has the last
+word).
+
+A vendor package declares a directory of its own package data, named as a dotted package path::
+
+    [project.entry-points."ray_accel_ext.skus"]
+    acme = "ray_accel_ext_acme.skus"      # every *.json in ray_accel_ext_acme/skus/
+
+The directory is found without importing the package (no vendor code runs to read data), and its
+files are validated like every other SKU file. Within a directory,
 ``*.json`` files are read in name order and a later file wins. An entry replaces any earlier
 entry with the same ``(vendor_id, device_id, subsystem)``. A file that cannot be read or does
 not follow the schema is skipped as a whole and reported; loading never raises.
@@ -26,6 +36,7 @@ __all__ = [
 ]
 
 ENV_VAR = "RAY_ACCEL_SKU_DIR"
+ENTRY_POINT_GROUP = "ray_accel_ext.skus"
 SYSTEM_DIR = Path("/etc/ray_accel_ext/skus.d")
 BUILTIN_FAMILIES = ("nvidia", "amd", "tpu", "neuron", "gaudi")
 MAX_FILE_BYTES = 1 << 20
@@ -104,9 +115,50 @@ def _directory(directory: Path) -> list[SkuFile | str]:
     return out
 
 
+def package_dirs() -> list[tuple[str, Path | str]]:
+    """(``entry point (distribution)``, its directory, or why it has none) for every entry point of
+    :data:`ENTRY_POINT_GROUP`, by entry-point name; nothing is imported."""
+    from importlib import metadata
+    from importlib.util import find_spec
+
+    out: list[tuple[str, Path | str]] = []
+    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
+        dist = getattr(getattr(ep, "dist", None), "name", None) or "unknown distribution"
+        where = f"entry point {ep.name} = {ep.value!r} ({dist})"
+        top, *rest = ep.value.strip().split(".")
+        try:
+            spec = find_spec(top) if top.isidentifier() and all(p.isidentifier() for p in rest) else None
+        except (ImportError, ValueError) as exc:
+            spec, why = None, f"{type(exc).__name__}: {exc}"
+        else:
+            why = "not a dotted package path" if not top.isidentifier() else f"package {top!r} not found"
+        locations = list(getattr(spec, "submodule_search_locations", None) or [])
+        if not locations:
+            out.append((where, why))
+            continue
+        out.append((where, Path(locations[0]).joinpath(*rest)))
+    return out
+
+
+def _packages() -> list[SkuFile | str]:
+    out: list[SkuFile | str] = []
+    try:
+        found = package_dirs()
+    except Exception as exc:  # noqa: BLE001 - broken package metadata must not stop the node
+        return [f"skus: reading the {ENTRY_POINT_GROUP} entry points failed: {exc}; vendor SKU files ignored"]
+    for where, directory in found:
+        if isinstance(directory, str):
+            out.append(f"skus: {where}: {directory}; ignored")
+        elif not directory.is_dir():
+            out.append(f"skus: {where}: {directory} is not a directory; ignored")
+        else:
+            out.extend(_directory(directory))
+    return out
+
+
 def load(env: Mapping[str, str] | None = None) -> Database:
-    """Build the database from the built-in files and the extra directories."""
-    loaded = _builtin()
+    """Build the database from the built-in files, the vendor packages' and the extra directories."""
+    loaded = _builtin() + _packages()
     for directory in reversed(extra_dirs(env)):
         loaded.extend(_directory(directory))
     entries: dict[tuple[str, str, str | None], Entry] = {}

@@ -24,6 +24,7 @@ from ..hw.pci import PCI_DEVICES, read_ids
 from ..model import NodeInventory
 from ..node.discovery import discover
 from ..node.registry import DISABLE_ENV, FamilyInfo, disabled_names, families, family_of_pci
+from .ray_probes import ray_interface_reports
 
 __all__ = ["Finding", "Diagnosis", "diagnose"]
 
@@ -156,6 +157,7 @@ def diagnose(host: FsHost) -> Diagnosis:
     findings += _probe_libraries(inventory)
     version, ray_findings = _probe_ray()
     findings += ray_findings
+    findings += [finding(c, m, backend=b, detail=d) for c, m, b, d in ray_interface_reports(inventory)]
     if not inventory.descriptions and not any(f.severity == "error" for f in findings):
         findings.append(finding(
             codes.NO_ACCELERATORS,

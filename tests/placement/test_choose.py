@@ -249,13 +249,11 @@ def test_inventory_counts_nodes_by_discovery_result():
     assert counts[("blackwell", "", "degraded", "")] == 1
 
 
-def test_topology_strategy_is_used_only_where_ray_has_it_and_is_tested():
+def test_topology_strategy_is_used_only_where_ray_has_it():
     assert use_topology_strategy(None, "2.60.0") is True
     assert use_topology_strategy(None, "2.57.1") is True  # the first release with it (compat.RAY_FEATURES)
     assert use_topology_strategy(None, "2.56.1") is False  # falls back to bundle_label_selector + strategy
-    assert use_topology_strategy(None, "2.61.0") is False  # newer than the tested range
+    assert use_topology_strategy(None, "2.61.0") is True  # newer than CI's newest: no version list decides
     assert use_topology_strategy(False, "2.60.0") is False
     with pytest.raises(RayVersionError, match=r"topology_strategy needs Ray 2.57 or newer .*installed: 2.55.1"):
         use_topology_strategy(True, "2.55.1")
-    with pytest.raises(RayVersionError, match="tested only with Ray 2.55 to 2.60"):
-        use_topology_strategy(True, "2.61.0")

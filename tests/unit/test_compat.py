@@ -1,19 +1,23 @@
-"""compat.RAY_FEATURES against the Ray installed here: each feature is there exactly when the table
-says so. CI runs this file on the oldest supported Ray and on the newest (ci/ray_matrix.sh), so
-each row is checked at both ends; the releases between were read from their wheels (the
-``where`` column)."""
+"""compat's probes against the Ray installed here: each feature's probe agrees with the table's first
+release, each private interface this package uses is found, and a feature or interface faked away
+is switched off by its probe whatever the version says. CI runs this file on the oldest supported
+Ray and on the newest (ci/ray_matrix.sh), so each row is checked at both ends; the releases between
+were read from their wheels (the ``where`` column)."""
 
 from __future__ import annotations
 
-import inspect
+import re
 
 import pytest
 
 from ray_accel_ext.compat import (
     MIN_RAY_VERSION,
     RAY_FEATURES,
+    RAY_INTERFACES,
     TESTED_RAY_VERSIONS,
+    feature_problem,
     has_feature,
+    interface_problem,
     is_supported_ray,
     is_tested_ray,
     missing_features,
@@ -26,29 +30,6 @@ from tests.support.paths import REPO
 ray = pytest.importorskip("ray")
 
 
-def _present(name: str) -> bool:
-    if name == "start_hook":
-        import ray.scripts.scripts as scripts
-        from ray._private.parameter import RayParams
-
-        params = inspect.signature(RayParams).parameters
-        return ("load_class(os.environ[ray_constants.RAY_START_HOOK])(ray_params, head)" in inspect.getsource(scripts)
-                and {"resources", "labels", "num_gpus"} <= set(params))
-    if name == "label_selector":
-        from ray._common import ray_option_utils
-
-        return "label_selector" in ray_option_utils.task_options and "label_selector" in ray_option_utils.actor_options
-    if name in ("bundle_label_selector", "topology_strategy"):
-        from ray.util.placement_group import placement_group
-
-        return name in inspect.signature(placement_group).parameters
-    if name == "tpu_slice_placement_group":
-        import ray.util.tpu as tpu
-
-        return {"topology", "accelerator_version"} <= set(inspect.signature(tpu.slice_placement_group).parameters)
-    raise AssertionError(f"no probe for {name}")
-
-
 def test_installed_ray_is_supported_and_tested():
     assert is_supported_ray(), ray_version()
     if not is_tested_ray():
@@ -57,8 +38,33 @@ def test_installed_ray_is_supported_and_tested():
 
 
 @pytest.mark.parametrize("name", sorted(RAY_FEATURES))
-def test_feature_table_matches_this_ray(name):
-    assert has_feature(name) == _present(name), (name, ray_version(), RAY_FEATURES[name].where)
+def test_feature_probe_matches_the_table_on_this_ray(name):
+    installed = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", ray_version()).groups())
+    assert (feature_problem(name) is None) == (installed >= RAY_FEATURES[name].since), (
+        name, ray_version(), feature_problem(name), RAY_FEATURES[name].where)
+    assert has_feature(name) == (feature_problem(name) is None)
+
+
+@pytest.mark.parametrize("name", sorted(RAY_INTERFACES))
+def test_private_interfaces_are_found_on_this_ray(name):
+    assert interface_problem(name) is None, (name, ray_version(), RAY_INTERFACES[name].where)
+
+
+def test_a_feature_faked_away_is_off_whatever_the_version(monkeypatch):
+    import sys
+
+    from ray_accel_ext.placement import use_topology_strategy
+
+    pg_module = sys.modules["ray.util.placement_group"]  # ray.util.placement_group the attribute is the function
+
+    def placement_group(bundles, strategy="PACK", name="", lifetime=None, bundle_label_selector=None):
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(pg_module, "placement_group", placement_group)
+    assert "placement_group() has no topology_strategy=" in feature_problem("topology_strategy")
+    assert use_topology_strategy(None) is False and has_feature("bundle_label_selector")
+    with pytest.raises(RayVersionError, match="has no topology_strategy="):
+        require_feature("topology_strategy")
 
 
 def test_what_the_version_lacks_is_refused_with_the_reason():
