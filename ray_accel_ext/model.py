@@ -8,6 +8,7 @@ Shape of a node (``NodeDescription``, one per accelerator family found)::
 
     sku            what the devices are (vendor, canonical SKU id, generation, Ray type, memory)
     devices        one entry per schedulable device, ``index`` = Ray's visible-device id
+    partitions     hardware partitions offered instead of their whole device (NVIDIA MIG instances)
     links          device-to-device fabric links (NVLink, ICI, NeuronLink, XGMI)
     nics           RDMA-capable NICs; each device lists its nearest ones with the NCCL path class
     fabric         the accelerator-fabric domain this host belongs to (slice, NVLink domain, ...)
@@ -34,6 +35,7 @@ __all__ = [
     "Sku",
     "NicPath",
     "Device",
+    "Partition",
     "Link",
     "Nic",
     "Fabric",
@@ -124,6 +126,35 @@ class Device(_Value):
 
     def to_dict(self) -> dict[str, Any]:
         return _without_defaults(self, ("host_coords",))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Partition(_Value):
+    """A hardware partition of a device, scheduled on its own (an NVIDIA MIG instance).
+
+    Its device is not among the node's ``devices`` (it is not offered whole); the partition keeps
+    the device's place (PCI address, NUMA node, CPUs, nearest NICs) so placement and the transport
+    plan treat it as a unit of that device.
+
+    Attributes:
+        id: what the visible-devices variable takes for it (``MIG-<uuid>``).
+        device: the partitioned device's id (its GPU UUID).
+        profile: the partition's profile (``1g.10gb``, ``3g.40gb``), as the driver names it.
+        memory_bytes: its memory, when known.
+        slices: its compute slices (the ``<G>`` of ``<G>g``).
+        instance: where it sits in its device (``<gpu instance>.<compute instance>``).
+    """
+
+    id: str
+    device: str
+    profile: str
+    memory_bytes: int | None = None
+    slices: int = 1
+    instance: str | None = None
+    pci_address: str | None = None
+    numa_node: int | None = None
+    cpus: tuple[int, ...] = ()
+    nics: tuple[NicPath, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,6 +263,7 @@ class NodeDescription(_Value):
     resource_quantity: float
     devices: tuple[Device, ...]
     interconnect: str = "pcie"
+    partitions: tuple[Partition, ...] = ()
     links: tuple[Link, ...] = ()
     nics: tuple[Nic, ...] = ()
     fabric: Fabric | None = None
@@ -254,6 +286,10 @@ class NodeDescription(_Value):
     def degraded(self) -> bool:
         return bool(self.problems)
 
+    def to_dict(self) -> dict[str, Any]:
+        # partitions came after schema 1 was published: left out when there are none.
+        return _without_defaults(self, ("partitions",))
+
     def golden_dict(self) -> dict[str, Any]:
         """``to_dict()`` in the form golden ``expected.json`` files keep: problems as their messages."""
         return golden_form(self.to_dict())
@@ -266,6 +302,7 @@ class NodeDescription(_Value):
             if dev.index != i:
                 errors.append(f"devices[{i}].index: expected {i} (indices must be 0..{n - 1} in order), got {dev.index}")
         ids = [d.id for d in self.devices]
+        ids += [p.id for p in self.partitions]
         dupes = sorted({x for x in ids if ids.count(x) > 1})
         if dupes:
             errors.append(f"devices[*].id: duplicate ids {dupes}")
