@@ -46,7 +46,7 @@ import uuid as _uuid
 from typing import Any
 
 from .._reading import reading_devices
-from .mig import read_mig, validate_mig
+from .mig import read_mig, validate_mig  # noqa: F401 - read_mig is part of the reader
 
 __all__ = ["FORMAT_VERSION", "READ_FORMATS", "read_live", "sysfs_address", "validate"]
 
