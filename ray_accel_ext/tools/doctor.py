@@ -30,8 +30,8 @@ from ..node.registry import DISABLE_ENV, FamilyInfo, disabled_names, families, f
 __all__ = ["Finding", "Diagnosis", "diagnose"]
 
 # Problems that say nothing about the driver: a device id the SKU database lacks, a generation
-# without a layout.
-_NOT_THE_DRIVER = frozenset({codes.SKU_UNKNOWN, codes.GENERATION_UNSUPPORTED})
+# without a layout, a link the driver itself reports down.
+_NOT_THE_DRIVER = frozenset({codes.SKU_UNKNOWN, codes.GENERATION_UNSUPPORTED, codes.LINK_DOWN})
 
 
 @dataclass

@@ -50,6 +50,7 @@ from ...hw.pci import (
 )
 from ...hw.pci_index import functions_of
 from ...model import Device, Fabric, Link, Location, NodeDescription, Partition, Problem, Sku
+from ...problems import LINK_DOWN
 from ...skus import Entry, ray_names
 from .._reading import any_readable, library_reading, never_raises
 from .._sku import identify_function, node_identity, pci_description, to_sku
@@ -130,6 +131,7 @@ class NvidiaGPUBackend(AcceleratorBackend):
         kind = _nvlink_kind(entry, reading)
         # MIG instances have no NVLink peer-to-peer (MIG user guide): links join whole GPUs only.
         whole_nvml = {a: d for a, d in nvml_by_addr.items() if not _mig.enabled(d)}
+        problems.extend(_links_down(devices, whole_nvml, entry))
         links = _links([fn for fn, _ in whole], whole_nvml, kind, problems) if kind else ()
         platform = _platform(gpus, nvml_by_addr, problems)
         fabric = _fabric(host, gpus, nvml_by_addr, entry, problems, platform)
@@ -235,6 +237,28 @@ def _usable(gpus: list[PciFunction], reading: dict[str, Any] | None, nvml: dict[
         for addr in hidden:
             problems.append(f"sysfs shows a GPU at {addr} that NVML does not list (unusable by CUDA); not counted")
     return [f for f in gpus if f.address in nvml], len(hidden)
+
+
+def _links_down(devices: list[Device], nvml: dict[str, dict[str, Any]], entry: Entry | None) -> list[Problem]:
+    """A ``link-down`` problem for each GPU with fewer active NVLinks than its board gives it (the
+    SKU database's ``nvlinks``): a collective placed there runs at PCIe speed or hangs
+    (vllm-project/vllm#16336: an HGX B200 with every link of one GPU down). Only where some GPU of
+    the node has active links: a VM or container given GPUs without their NVLinks (one GPU of an
+    HGX board passed through, GCE a3-highgpu-1g) is a PCIe node, not a broken one."""
+    want = entry.nvlinks if entry is not None else None
+    if not want or not any(d.get("nvlinks") for d in nvml.values()):
+        return []
+    out = []
+    for dev in devices:
+        nv = nvml.get(dev.pci_address or "")
+        if nv is None:
+            continue
+        active = len(nv.get("nvlinks") or [])
+        if active < want:
+            out.append(Problem(code=LINK_DOWN, device=dev.index, message=(
+                f"GPU {dev.index} ({dev.pci_address}) has {active} of its {want} NVLinks active; collectives "
+                "through it fall back to PCIe or hang")))
+    return out
 
 
 def _partitions(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], rdma: Any) -> tuple[Partition, ...]:

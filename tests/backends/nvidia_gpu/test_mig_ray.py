@@ -43,6 +43,7 @@ def hold_one_instance(barrier) -> dict:
     import os
 
     import ray as _ray
+
     from ray_accel_ext.worker_partitions import use_my_partition
 
     part = use_my_partition()
@@ -56,6 +57,7 @@ def whole_gpu() -> dict:
     import os
 
     import ray as _ray
+
     from ray_accel_ext.worker import my_devices
 
     return {"node": _ray.get_runtime_context().get_node_id(), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
