@@ -8,7 +8,7 @@ Shape of a node (``NodeDescription``, one per accelerator family found)::
 
     sku            what the devices are (vendor, canonical SKU id, generation, Ray type, memory)
     devices        one entry per schedulable device, ``index`` = Ray's visible-device id
-    partitions     hardware partitions offered instead of their whole device (NVIDIA MIG instances)
+    partitions     partitions offered instead of their whole device (NVIDIA MIG instances)
     links          device-to-device fabric links (NVLink, ICI, NeuronLink, XGMI)
     nics           RDMA-capable NICs; each device lists its nearest ones with the NCCL path class
     fabric         the accelerator-fabric domain this host belongs to (slice, NVLink domain, ...)
@@ -130,20 +130,10 @@ class Device(_Value):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Partition(_Value):
-    """A hardware partition of a device, scheduled on its own (an NVIDIA MIG instance).
-
-    Its device is not among the node's ``devices`` (it is not offered whole); the partition keeps
-    the device's place (PCI address, NUMA node, CPUs, nearest NICs) so placement and the transport
-    plan treat it as a unit of that device.
-
-    Attributes:
-        id: what the visible-devices variable takes for it (``MIG-<uuid>``).
-        device: the partitioned device's id (its GPU UUID).
-        profile: the partition's profile (``1g.10gb``, ``3g.40gb``), as the driver names it.
-        memory_bytes: its memory, when known.
-        slices: its compute slices (the ``<G>`` of ``<G>g``).
-        instance: where it sits in its device (``<gpu instance>.<compute instance>``).
-    """
+    """A partition (NVIDIA MIG instance) offered instead of its device, which is then not in
+    ``devices``; it keeps the device's PCI address, NUMA node, CPUs and NICs, so placement treats it
+    as a unit of that device. ``id``: the visible-devices value (``MIG-<uuid>``); ``device``: the
+    device's id; ``profile``: the driver's name; ``instance``: ``<gpu inst>.<compute inst>``."""
 
     id: str
     device: str
@@ -287,8 +277,7 @@ class NodeDescription(_Value):
         return bool(self.problems)
 
     def to_dict(self) -> dict[str, Any]:
-        # partitions came after schema 1 was published: left out when there are none.
-        return _without_defaults(self, ("partitions",))
+        return _without_defaults(self, ("partitions",))  # added after schema 1: left out when empty
 
     def golden_dict(self) -> dict[str, Any]:
         """``to_dict()`` in the form golden ``expected.json`` files keep: problems as their messages."""

@@ -120,6 +120,7 @@ STATE_GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "node", "hostname", "vendor", "sku", "generation", "accelerator_type", "fabric_domain", "host_index", "rack",
         "discovery")),
     "rayaccel_node_degraded": ("1 when the node started degraded or a device of it went missing", ("node", "hostname")),
+    "rayaccel_device_health": ("Per device after start: 1 healthy, 0 failed (device fault)", ("node", "device", "index")),
     "rayaccel_domain_hosts": ("Alive hosts of a fabric domain", ("domain",)),
     "rayaccel_reserved_domains": ("Domains held by reservations, cluster-wide", ("level",)),
     "rayaccel_placement_hosts": ("Hosts in held reservations", ("level", "generation", "topology")),
@@ -238,7 +239,11 @@ def state_series(nodes, claims: dict[str, dict[str, Any]] | None = None, health:
         }, 1.0))
         mark = health.get(node.node_id) or {}
         degraded = labels.get(DISCOVERY) == "degraded" or mark.get("status") == "degraded"
+        degraded = degraded or mark.get("device_status") == "failed"
         out["rayaccel_node_degraded"].append(({"node": node.node_id, "hostname": node.hostname}, 1.0 if degraded else 0.0))
+        for dev in mark.get("devices", []):
+            out["rayaccel_device_health"].append(({"node": node.node_id, "device": str(dev.get("device")),
+                                                   "index": _tag(dev.get("index"))}, float(dev.get("health", 1))))
     for domain, r in ranks.items():
         out["rayaccel_domain_hosts"].append(({"domain": domain}, float(r.size)))
     held: dict[str, int] = dict.fromkeys(levels, 0)

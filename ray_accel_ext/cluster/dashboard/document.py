@@ -104,6 +104,7 @@ def _device_metrics(node: ClusterNode, desc, history: MetricsHistory | None) -> 
 
 def _devices(node: ClusterNode, holders: list[dict[str, Any]], history: MetricsHistory | None) -> dict[str, list[dict]]:
     missing = {m.get("pci_address") for m in (node.health or {}).get("missing", []) if m.get("pci_address")}
+    failed = {d.get("device"): d.get("reason") for d in (node.health or {}).get("devices", []) if d.get("health") == 0}
     out: dict[str, list[dict]] = {}
     for desc in node.inventory.descriptions if node.inventory else ():
         to_device = _slot_to_device(desc)
@@ -118,7 +119,12 @@ def _devices(node: ClusterNode, holders: list[dict[str, Any]], history: MetricsH
         rows = []
         for d in desc.devices:
             state = "missing" if d.pci_address in missing else ("held" if d.index in held else "free")
-            rows.append({"index": d.index, "state": state, "holders": sorted(set(held.get(d.index, []))), **metrics.get(d.index, {})})
+            state = "failed" if d.id in failed else state
+            rows.append({"index": d.index, "state": state, "holders": sorted(set(held.get(d.index, []))), **metrics.get(d.index, {}),
+                         **({"fault": failed[d.id]} if d.id in failed else {})})
+        for part in desc.partitions:  # MIG instances drawn inside their GPU
+            rows.append({"index": None, "partition": part.id, "profile": part.profile, "parent": part.device,
+                         "state": "failed" if part.device in failed else "free", "holders": []})
         out[desc.backend] = rows
     return out
 

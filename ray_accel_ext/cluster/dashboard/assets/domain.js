@@ -35,6 +35,7 @@ function deviceRow(node, desc, index) {
 export function chip(node, desc, dev, x, y, ctx) {
   const row = deviceRow(node, desc, dev.index);
   const words = [`${deviceNoun(desc)} ${dev.index} of ${node.hostname}`, row.state];
+  if (row.fault) words.push("fault: " + row.fault);
   if (row.holders.length) words.push("held by " + row.holders.map(h => ctx.holderName(h)).join(", "));
   if (typeof row.utilization === "number") words.push("utilisation " + pct(row.utilization));
   const g = svg("g", {class: "chip-g", tabindex: 0, role: "button", "aria-label": words.join(", "),
@@ -46,7 +47,7 @@ export function chip(node, desc, dev, x, y, ctx) {
     const h = Math.max(1, (S - 4) * Math.min(100, row.utilization) / 100);
     g.append(svg("rect", {class: "util", x: x + S - 5, y: y + S - 2 - h, width: 3, height: h}));
   }
-  g.append(svg("text", {class: "chip-label", x: x + (S - 4) / 2, y: y + S / 2 + 4}, row.state === "missing" ? "✕" : String(dev.index)));
+  g.append(svg("text", {class: "chip-label", x: x + (S - 4) / 2, y: y + S / 2 + 4}, row.state === "missing" || row.state === "failed" ? "✕" : String(dev.index)));
   return g;
 }
 
