@@ -37,7 +37,7 @@ from ..labels import (
 )
 from ..model import NodeInventory, Problem, reason_line
 from ..placement.ranks import rank_domains
-from ..problems import DEVICE_FAULT, DEGRADED, PROBE_FAILED, START_DEGRADED
+from ..problems import DEGRADED, DEVICE_FAULT, PROBE_FAILED, START_DEGRADED
 from .nodes import NodeView, node_views
 
 __all__ = [
