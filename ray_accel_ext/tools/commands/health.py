@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(marks)
         return 0
-    rows = [(nid[:12], "failed" if m.get("device_status") == "failed" else m.get("status"), m.get("baseline", {}).get("accelerators"), m.get("baseline", {}).get("rdma_nics"),
+    rows = [(nid[:12], "failed" if m.get("device_status") == "failed" else m.get("status"),
+             m.get("baseline", {}).get("accelerators"), m.get("baseline", {}).get("rdma_nics"),
              "; ".join(m.get("reasons", [])) or "-") for nid, m in sorted(marks.items())]
     print(table(rows, ("node", "status", "accelerators", "rdma nics", "reasons")) if rows else "no monitor has reported yet")
     return 0
