@@ -153,7 +153,7 @@ def build_document(
         for b in pg.bundles:
             if b["node_id"]:
                 bundles.setdefault(b["node_id"], []).append(b)
-    totals = {"devices": 0, "free": 0, "held": 0, "missing": 0}
+    totals = {"devices": 0, "free": 0, "held": 0, "missing": 0, "failed": 0}
     for node, entry in zip(inv.nodes, doc["nodes"]):
         mine = by_node.get(node.node_id, [])
         entry["occupancy"] = _occupancy(node, resources, bundles.get(node.node_id, []), mine)
@@ -163,6 +163,8 @@ def build_document(
         entry["ray_dashboard"] = RAY_NODE_PAGE.format(node_id=node.node_id)
         for rows in entry["devices"].values():
             for row in rows:
+                if "partition" in row:
+                    continue  # a MIG instance: counted as its GPU
                 totals["devices"] += 1
                 totals[row["state"]] += 1
     doc["summary"].update({"devices_" + k: v for k, v in totals.items() if k != "devices"}, holders=len(items))
