@@ -108,7 +108,8 @@ class DeviceHealth:
         with self._lock:
             failed, events = dict(self.failed), list(self.events)
         devices = [{"device": d["id"], "index": d.get("index"), "pci_address": d.get("pci_address"),
-                    "health": 0 if d["id"] in failed else 1, "reason": failed.get(d["id"])} for d in self.devices]
+                    "backend": d.get("backend"), "health": 0 if d["id"] in failed else 1, "reason": failed.get(d["id"])}
+                   for d in self.devices]
         known = {d["id"] for d in self.devices}
         devices += [{"device": k, "index": None, "pci_address": None, "health": 0, "reason": r}
                     for k, r in sorted(failed.items()) if k not in known]

@@ -106,6 +106,11 @@ def _devices(node: ClusterNode, holders: list[dict[str, Any]], history: MetricsH
     missing = {m.get("pci_address") for m in (node.health or {}).get("missing", []) if m.get("pci_address")}
     failed = {d.get("device"): d.get("reason") for d in (node.health or {}).get("devices", []) if d.get("health") == 0}
     out: dict[str, list[dict]] = {}
+    if node.inventory is None:  # not probed (a drained node takes no probe): the watcher's view
+        for d in sorted((node.health or {}).get("devices", []), key=lambda d: str(d.get("index"))):
+            if d.get("backend") and d.get("index") is not None:
+                out.setdefault(d["backend"], []).append({"index": d["index"], "state": "failed" if d.get("health") == 0 else "free",
+                                                         "holders": [], **({"fault": d["reason"]} if d.get("reason") else {})})
     for desc in node.inventory.descriptions if node.inventory else ():
         to_device = _slot_to_device(desc)
         held: dict[int, list[str]] = {}
