@@ -140,3 +140,9 @@ def test_doctor_explains_each_mig_gpu(name, capsys, monkeypatch):
     mig = [f for f in report["findings"] if f["cause"] == "mig-enabled"]
     golden = DOCTOR / f"{name}.json"
     assert mig == json.loads(golden.read_text())
+
+
+def test_partitions_survive_the_inventory_round_trip_workers_read():
+    inventory = discover(open_host(HOSTS / "h100-80gb-mig-mixed"))
+    again = type(inventory).from_dict(json.loads(json.dumps(inventory.to_dict())))
+    assert again.descriptions[0].partitions == inventory.descriptions[0].partitions
