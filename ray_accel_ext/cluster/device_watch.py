@@ -9,8 +9,9 @@ device fault the node is drained (:func:`.drain.drain_node`).
 
 Event sources, first that exists: the snapshot's recorded stream (``libraries/device_events.json``,
 ``RAY_ACCEL_ROOT``), replayed in order; live NVML (:mod:`ray_accel_ext.backends.nvidia_gpu.events`).
-AMD (``amdsmi`` total ECC counts) and Neuron (``neuron-monitor`` ``mem_ecc_uncorrected``) give
-``ras_uncorrectable`` events through the same recording shape; their live readers are not built yet.
+AMD: the amdgpu RAS counters in sysfs, polled every 5 s (:mod:`ray_accel_ext.backends.amd_gpu.ras`).
+Neuron (``neuron-monitor`` ``mem_ecc_uncorrected``) gives ``ras_uncorrectable`` events through the
+same recording shape; its live reader is not built yet.
 """
 
 from __future__ import annotations
@@ -79,9 +80,23 @@ class _DeviceWatcher:
         self._report()
 
     def _live(self) -> None:
-        from ..backends.nvidia_gpu.events import watch
+        if any(d.get("backend") == "amd_gpu" for d in self.health.devices):
+            threading.Thread(target=self._poll_amd, name="ray-accel-amd-ras", daemon=True).start()
+        if any(d.get("backend") == "nvidia_gpu" for d in self.health.devices):
+            from ..backends.nvidia_gpu.events import watch
 
-        watch(self._handle_live, self._stop)
+            watch(self._handle_live, self._stop)
+
+    def _poll_amd(self) -> None:
+        from ..backends.amd_gpu.ras import ras_events, uncorrectable_counts
+        from ..host import host_from_env
+
+        amd = [d for d in self.health.devices if d.get("backend") == "amd_gpu"]
+        baseline = uncorrectable_counts(host_from_env(), [d["pci_address"] for d in amd if d.get("pci_address")])
+        while not self._stop.wait(5.0):
+            # A fresh host each round: a host caches what it read.
+            for event in ras_events(host_from_env(), amd, baseline):
+                self._handle_live(event)
 
     def _handle_live(self, event: dict[str, Any]) -> None:
         self.health.handle(event)
