@@ -28,7 +28,8 @@ from .errors import RuntimeTopologyError
 from .labels import partition_resource
 from .model import NodeInventory, Partition
 
-__all__ = ["RAY_UNIT_INSTANCE_DEFAULTS", "unit_instance_resources", "partition_of", "my_partitions", "use_my_partition"]
+__all__ = ["RAY_UNIT_INSTANCE_DEFAULTS", "unit_instance_resources", "partition_of", "my_partitions", "use_my_partition",
+           "partition_nccl_env"]
 
 # Ray 2.60's default custom_unit_instance_resources (raylet strings; reference/ray-2.60.md section 3).
 RAY_UNIT_INSTANCE_DEFAULTS = ("neuron_cores", "TPU", "NPU", "HPU", "RBLN", "FURIOSA", "TTNPU", "MBLT")
@@ -77,3 +78,14 @@ def use_my_partition(environ: dict[str, str] | None = None, **kwargs) -> Partiti
         raise RuntimeTopologyError(f"this task holds {len(parts)} MIG instances; CUDA enumerates one per process")
     (environ if environ is not None else os.environ)["CUDA_VISIBLE_DEVICES"] = parts[0].id
     return parts[0]
+
+
+def partition_nccl_env(part: Partition, inventory: NodeInventory) -> dict[str, str]:
+    """NCCL variables for a task on ``part``: its GPU's nearest NICs, as for a whole GPU
+    (:func:`ray_accel_ext.worker.nccl_env`); MIG instances have no NVLink peer-to-peer, so their
+    collectives go through these NICs (or host memory)."""
+    from .worker import nccl_env
+
+    wanted = [p.nic for p in part.nics]
+    nics = {n.name: n for d in inventory.descriptions for n in d.nics}
+    return nccl_env([nics[name] for name in wanted if name in nics])

@@ -146,3 +146,15 @@ def test_partitions_survive_the_inventory_round_trip_workers_read():
     inventory = discover(open_host(HOSTS / "h100-80gb-mig-mixed"))
     again = type(inventory).from_dict(json.loads(json.dumps(inventory.to_dict())))
     assert again.descriptions[0].partitions == inventory.descriptions[0].partitions
+
+
+def test_a_task_on_an_instance_gets_its_gpus_instance_and_nics():
+    from ray_accel_ext.worker_partitions import partition_nccl_env, use_my_partition
+
+    inventory = discover(open_host(HOSTS / "h100-partly-mig"))
+    env: dict[str, str] = {}
+    part = use_my_partition(env, inventory=inventory, resource_ids={"mig-1g.10gb": [[3, 1.0]], "CPU": [[0, 1.0]]})
+    assert env == {"CUDA_VISIBLE_DEVICES": inventory.descriptions[0].partitions[3].id}
+    assert partition_nccl_env(part, inventory) == {"NCCL_IB_HCA": "=mlx5_0"}
+    with pytest.raises(Exception, match="holds 2 MIG instances"):
+        use_my_partition({}, inventory=inventory, resource_ids={"mig-1g.10gb": [[0, 1.0], [1, 1.0]]})
