@@ -83,13 +83,23 @@ RACK = project_key("rack")
 NUMA_NODES = project_key("numa-nodes")
 RDMA_NICS = project_key("rdma-nics")
 GPUDIRECT = project_key("gpudirect")
+MIG_GPUS = project_key("mig-gpus")
+MIG_INSTANCES = project_key("mig-instances")
+MIG_PROFILES = project_key("mig-profiles")
+DEGRADED_LINKS = project_key("degraded-links")
 
 SCHEMA_KEYS = (
     ACCELERATOR_TYPE, TPU_SLICE_NAME, TPU_WORKER_ID, TPU_TOPOLOGY, TPU_POD_TYPE, GPU_DOMAIN,
     SCHEMA, DISCOVERY, FAMILIES, VENDOR, SKU, GENERATION, COUNT, MEMORY_GIB, INTERCONNECT,
     FABRIC_DOMAIN, FABRIC_HOSTS, FABRIC_WORKER, FABRIC_TOPOLOGY, CLUSTER, BLOCK, RACK,
-    NUMA_NODES, RDMA_NICS, GPUDIRECT,
+    NUMA_NODES, RDMA_NICS, GPUDIRECT, MIG_GPUS, MIG_INSTANCES, MIG_PROFILES, DEGRADED_LINKS,
 )
+
+
+def partition_resource(profile: str) -> str:
+    """The Ray resource of one MIG profile, GPU Feature Discovery's ``mixed`` name without its
+    ``nvidia.com/`` prefix (``mig-1g.10gb``; ``+`` written ``.`` as GFD does: ``mig-1g.10gb.me``)."""
+    return "mig-" + profile.replace("+", ".")
 
 # Placement levels: a domain is the set of nodes sharing one value of the level's key.
 LEVELS: Mapping[str, str] = MappingProxyType({"fabric": FABRIC_DOMAIN, "rack": RACK, "block": BLOCK})

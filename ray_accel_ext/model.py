@@ -8,6 +8,7 @@ Shape of a node (``NodeDescription``, one per accelerator family found)::
 
     sku            what the devices are (vendor, canonical SKU id, generation, Ray type, memory)
     devices        one entry per schedulable device, ``index`` = Ray's visible-device id
+    partitions     partitions offered instead of their whole device (NVIDIA MIG instances)
     links          device-to-device fabric links (NVLink, ICI, NeuronLink, XGMI)
     nics           RDMA-capable NICs; each device lists its nearest ones with the NCCL path class
     fabric         the accelerator-fabric domain this host belongs to (slice, NVLink domain, ...)
@@ -29,20 +30,8 @@ from .errors import DescriptionError
 from .values import _frozen_mapping, _Value, _without_defaults
 
 __all__ = [
-    "SCHEMA_VERSION",
-    "PATH_CLASSES",
-    "Sku",
-    "NicPath",
-    "Device",
-    "Link",
-    "Nic",
-    "Fabric",
-    "Location",
-    "NodeDescription",
-    "Problem",
-    "NodeInventory",
-    "reason_line",
-    "golden_form",
+    "SCHEMA_VERSION", "PATH_CLASSES", "Sku", "NicPath", "Device", "Partition", "Link", "Nic", "Fabric", "Location",
+    "NodeDescription", "Problem", "NodeInventory", "reason_line", "golden_form",
 ]
 
 SCHEMA_VERSION = 1
@@ -128,6 +117,25 @@ class Device(_Value):
 
     def to_dict(self) -> dict[str, Any]:
         return _without_defaults(self, ("host_coords", "memory_numa_node"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Partition(_Value):
+    """A partition (NVIDIA MIG instance) offered instead of its device, which is then not in
+    ``devices``; it keeps the device's PCI address, NUMA node, CPUs and NICs, so placement treats it
+    as a unit of that device. ``id``: the visible-devices value (``MIG-<uuid>``); ``device``: the
+    device's id; ``profile``: the driver's name; ``instance``: ``<gpu inst>.<compute inst>``."""
+
+    id: str
+    device: str
+    profile: str
+    memory_bytes: int | None = None
+    slices: int = 1
+    instance: str | None = None
+    pci_address: str | None = None
+    numa_node: int | None = None
+    cpus: tuple[int, ...] = ()
+    nics: tuple[NicPath, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -236,6 +244,7 @@ class NodeDescription(_Value):
     resource_quantity: float
     devices: tuple[Device, ...]
     interconnect: str = "pcie"
+    partitions: tuple[Partition, ...] = ()
     links: tuple[Link, ...] = ()
     nics: tuple[Nic, ...] = ()
     fabric: Fabric | None = None
@@ -258,6 +267,9 @@ class NodeDescription(_Value):
     def degraded(self) -> bool:
         return bool(self.problems)
 
+    def to_dict(self) -> dict[str, Any]:
+        return _without_defaults(self, ("partitions",))  # added after schema 1: left out when empty
+
     def golden_dict(self) -> dict[str, Any]:
         """``to_dict()`` in the form golden ``expected.json`` files keep: problems as their messages."""
         return golden_form(self.to_dict())
@@ -270,7 +282,8 @@ class NodeDescription(_Value):
             if dev.index != i:
                 errors.append(f"devices[{i}].index: expected {i} (indices must be 0..{n - 1} in order), got {dev.index}")
         seen: set[str] = set()
-        dupes = sorted({d.id for d in self.devices if d.id in seen or seen.add(d.id)})  # linear: 20,000 devices
+        ids = [d.id for d in self.devices] + [p.id for p in self.partitions]
+        dupes = sorted({x for x in ids if x in seen or seen.add(x)})  # linear: 20,000 devices
         if dupes:
             errors.append(f"devices[*].id: duplicate ids {dupes}")
         for i, link in enumerate(self.links):

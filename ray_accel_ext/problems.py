@@ -95,6 +95,9 @@ DEVICE_GONE = "device-gone"
 DEVICE_ADDED = "device-added"
 PROBE_FAILED = "probe-failed"
 START_DEGRADED = "start-degraded"
+MIG_ENABLED = "mig-enabled"
+DEVICE_FAULT = "device-fault"
+DEVICE_EVENT = "device-event"
 UNDECLARED = "undeclared"  # what explain() calls a code nobody declared
 
 
@@ -215,6 +218,17 @@ _BUILTIN: dict[str, ProblemCode] = dict([
     _code(LINK_DOWN, "error", "a device-to-device or network link is down",
           "check the link's cabling, switch and firmware (the message names the link); restart the Ray node once "
           "it is up"),
+    _code(MIG_ENABLED, "info", "a GPU is in MIG mode and is offered as its MIG instances, not whole",
+          "ask for an instance by profile (`resources={'mig-1g.10gb': 1}`); a task asking `num_gpus` never lands on "
+          "it. To offer the GPU whole again: `nvidia-smi mig -dci && nvidia-smi mig -dgi && nvidia-smi -i <gpu> -mig 0`, "
+          "then restart the Ray node"),
+    _code(DEVICE_FAULT, "error", "a device reported a fault after the node started (fatal Xid, double-bit ECC, "
+          "pending page retirement or row remap, NVLink down, device lost)",
+          "the node was drained (no new accelerator work; running work is not stopped): check `nvidia-smi -q` / the "
+          "kernel log (`dmesg | grep -i xid`), reset or replace the GPU, then restart the Ray node"),
+    _code(DEVICE_EVENT, "info", "a device reported an application-caused or informational event",
+          "nothing to do for the device (the application that caused it sees its own error); the node keeps "
+          "taking work"),
     _code(RAY_MISSING, "warning", "Ray is not installed",
           "install Ray: `pip install 'ray-accel-ext[ray]'`"),
     _code(RAY_VERSION, "warning", "the installed Ray is outside the tested range",

@@ -110,6 +110,7 @@ STATE_GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "node", "hostname", "vendor", "sku", "generation", "accelerator_type", "fabric_domain", "host_index", "rack",
         "discovery")),
     "rayaccel_node_degraded": ("1 when the node started degraded or a device of it went missing", ("node", "hostname")),
+    "rayaccel_device_health": ("Per device after start: 1 healthy, 0 failed (device fault)", ("node", "device", "index")),
     "rayaccel_domain_hosts": ("Alive hosts of a fabric domain", ("domain",)),
     "rayaccel_reserved_domains": ("Domains held by reservations, cluster-wide", ("level",)),
     "rayaccel_placement_hosts": ("Hosts in held reservations", ("level", "generation", "topology")),

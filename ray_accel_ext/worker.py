@@ -24,11 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import RuntimeTopologyError
-from .host import host_from_env
-from .host.protocol import METADATA_ENV
 from .model import Device, Fabric, Nic, NodeDescription, NodeInventory
-from .node.discovery import discover
-from .node.handoff import handed_off_inventory
+from .node.handoff import node_inventory
 
 __all__ = ["WorkerTopology", "my_devices", "topology_for", "pin_to_local_cpus", "nccl_env", "node_inventory",
            "this_node_inventory"]
@@ -62,12 +59,6 @@ class WorkerTopology:
         }
 
 
-def node_inventory(environ: Mapping[str, str] | None = None) -> NodeInventory:
-    """This node's inventory as its start hook published it, else described from local files
-    only (no metadata request)."""
-    environ = os.environ if environ is None else environ
-    handed = handed_off_inventory(environ)
-    return handed if handed is not None else discover(host_from_env({**environ, METADATA_ENV: "off"}))
 
 
 @functools.lru_cache(maxsize=1)

@@ -58,14 +58,17 @@ def library_reading(host: Host, name: str, label: str, read_live: Callable[[], A
     return reading
 
 
-def reading_devices(reading: Any, format_version: int) -> tuple[list[str], list[Any] | None]:
+def reading_devices(reading: Any, format_version: int | tuple[int, ...]) -> tuple[list[str], list[Any] | None]:
     """(errors, devices) of a library reading: what is wrong with its envelope, and its device
-    list (None when there is none to check further)."""
+    list (None when there is none to check further); ``format_version`` the one format (or the
+    formats) this reader reads."""
     if not isinstance(reading, dict):
         return [f"expected an object, got {type(reading).__name__}"], None
     errors: list[str] = []
-    if reading.get("format") != format_version:
-        errors.append(f"format: expected {format_version}, got {reading.get('format')!r}")
+    accepted = format_version if isinstance(format_version, tuple) else (format_version,)
+    if reading.get("format") not in accepted:
+        shown = " or ".join(str(v) for v in accepted)
+        errors.append(f"format: expected {shown}, got {reading.get('format')!r}")
     devices = reading.get("devices")
     if not isinstance(devices, list):
         return errors + [f"devices: expected a list, got {type(devices).__name__}"], None

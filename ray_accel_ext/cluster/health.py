@@ -291,7 +291,8 @@ class _Registry:
         self.marks: dict[str, dict[str, Any]] = {}
 
     def report(self, node_id: str, state: dict[str, Any]) -> None:
-        self.marks[node_id] = state
+        # The udev monitor and the device watcher each report their own keys of one mark.
+        self.marks[node_id] = {**self.marks.get(node_id, {}), **state}
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return dict(self.marks)

@@ -38,7 +38,7 @@ from ..labels import (
 from ..model import NodeInventory, Problem, reason_line
 from ..placement.groups import UNPLACED
 from ..placement.ranks import rank_domains
-from ..problems import DEGRADED, PROBE_FAILED, START_DEGRADED
+from ..problems import DEGRADED, DEVICE_FAULT, PROBE_FAILED, START_DEGRADED
 from .nodes import NodeView, node_views
 
 __all__ = [
@@ -91,6 +91,9 @@ class ClusterNode:
             out.append(Problem(code=PROBE_FAILED, message=f"inventory probe failed: {self.probe_error}"))
         if self.health and self.health.get("status") not in (None, "ok"):
             out += _health_problems(self.health)
+        if self.health and self.health.get("device_status") == "failed":
+            out += [Problem(code=str(p.get("code")), message=str(p.get("message", "")), device=p.get("device"))
+                    for p in self.health.get("device_problems", []) if p.get("code") == DEVICE_FAULT]
         return out
 
     def reasons(self) -> list[str]:

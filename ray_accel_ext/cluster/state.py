@@ -73,7 +73,11 @@ def state_series(nodes, claims: dict[str, dict[str, Any]] | None = None, health:
         }, 1.0))
         mark = health.get(node.node_id) or {}
         degraded = labels.get(DISCOVERY) == "degraded" or mark.get("status") == "degraded"
+        degraded = degraded or mark.get("device_status") == "failed"
         out["rayaccel_node_degraded"].append(({"node": node.node_id, "hostname": node.hostname}, 1.0 if degraded else 0.0))
+        for dev in mark.get("devices", []):
+            out["rayaccel_device_health"].append(({"node": node.node_id, "device": str(dev.get("device")),
+                                                   "index": _tag(dev.get("index"))}, float(dev.get("health", 1))))
     for domain, r in ranks.items():
         out["rayaccel_domain_hosts"].append(({"domain": domain}, float(r.size)))
     held: dict[str, int] = dict.fromkeys(levels, 0)

@@ -88,8 +88,8 @@ class BaseDescriptionTests(SuiteTests):
             errors.append(f"backend: {desc.backend!r}, expected the entry-point name {backend.name!r}")
         if desc.resource_name != backend.resource_name:
             errors.append(f"resource_name: {desc.resource_name!r}, but the class declares {backend.resource_name!r}")
-        if not desc.devices:
-            errors.append("devices: empty although detect() is True")
+        if not desc.devices and not desc.partitions:
+            errors.append("devices: empty although detect() is True (and no partitions)")
         for key in desc.attributes:
             if key_prefix(key) != backend.label_prefix:
                 errors.append(f"attributes[{key!r}]: outside the backend's label_prefix {backend.label_prefix!r}")

@@ -45,7 +45,8 @@ from ..labels import (
     ray_tpu_pod_type,
     sanitize_value,
 )
-from ..model import SCHEMA_VERSION, NodeDescription, NodeInventory
+from ..model import SCHEMA_VERSION, NodeDescription, NodeInventory, Problem
+from ..problems import LINK_DOWN
 from ..skus import memory_gib_from_bytes
 
 __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "ray_tpu_identity", "GPUDIRECT_PATHS"]
@@ -170,6 +171,10 @@ def _add_resources(desc: NodeDescription, resources: dict[str, float]) -> None:
         resources[f"accelerator_type:{acc_type}"] = 1.0
     if desc.resource_name == "TPU":
         resources.update(_tpu_resources(desc))
+    for part in desc.partitions:
+        name = L.partition_resource(part.profile)
+        if is_valid_value(name) and not _reserved_resource(name):
+            resources[name] = resources.get(name, 0.0) + 1.0
 
 
 def _memory_gib(desc: NodeDescription) -> int | None:
@@ -215,7 +220,20 @@ def _add_family_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
         )
         _add(labels, L.GPUDIRECT, "true" if direct else "false")
 
+    _add_partition_labels(desc, labels)
     _add_attributes(desc, labels)
+
+
+def _add_partition_labels(desc: NodeDescription, labels: dict[str, str]) -> None:
+    """The MIG layout (GPUs in MIG mode, instances, profiles) and how many devices have a link
+    down; each only when there is something to say, so nodes without either keep their labels."""
+    if desc.partitions:
+        _add(labels, L.MIG_GPUS, str(len({p.device for p in desc.partitions})))
+        _add(labels, L.MIG_INSTANCES, str(len(desc.partitions)))
+        _add(labels, L.MIG_PROFILES, "_".join(sorted({p.profile.replace("+", ".") for p in desc.partitions})))
+    down = {p.device for p in desc.problems if isinstance(p, Problem) and p.code == LINK_DOWN and p.device is not None}
+    if down:
+        _add(labels, L.DEGRADED_LINKS, str(len(down)))
 
 
 def _add_attributes(desc: NodeDescription, labels: dict[str, str]) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "NODE_INVENTORY_ENV",
     "RAY_NONE",
     "handed_off_inventory",
+    "node_inventory",
     "inventory_env",
     "node_env",
     "ray_tpu_manager_env",
@@ -122,3 +123,17 @@ def handed_off_inventory(environ: Mapping[str, str]) -> NodeInventory | None:
         return NodeInventory.from_dict(json.loads(text))
     except (ValueError, DescriptionError):
         return None
+
+
+def node_inventory(environ: Mapping[str, str] | None = None) -> NodeInventory:
+    """This node's inventory as its start hook handed it on, else described from local files
+    only (no metadata request): what a worker or a per-node actor reads."""
+    import os
+
+    from ..host import host_from_env
+    from ..host.protocol import METADATA_ENV
+    from .discovery import discover
+
+    environ = os.environ if environ is None else environ
+    handed = handed_off_inventory(environ)
+    return handed if handed is not None else discover(host_from_env({**environ, METADATA_ENV: "off"}))

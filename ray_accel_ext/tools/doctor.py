@@ -12,6 +12,7 @@ Each :class:`~ray_accel_ext.findings.Finding` names a cause, says what it means 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..errors import HostReadError
 from ..findings import Finding, finding, finding_of
 from ..host import FsHost
 from ..hw.pci import PCI_DEVICES, read_ids
+from ..labels import partition_resource
 from ..model import NodeInventory
 from ..node.discovery import discover
 from ..node.registry import DISABLE_ENV, FamilyInfo, disabled_names, families, family_of_pci
@@ -29,8 +31,8 @@ from .ray_probes import ray_interface_reports
 __all__ = ["Finding", "Diagnosis", "diagnose"]
 
 # Problems that say nothing about the driver: a device id the SKU database lacks, a generation
-# without a layout.
-_NOT_THE_DRIVER = frozenset({codes.SKU_UNKNOWN, codes.GENERATION_UNSUPPORTED})
+# without a layout, a link the driver itself reports down.
+_NOT_THE_DRIVER = frozenset({codes.SKU_UNKNOWN, codes.GENERATION_UNSUPPORTED, codes.LINK_DOWN})
 
 
 @dataclass
@@ -128,6 +130,24 @@ def _probe_libraries(inventory: NodeInventory) -> list[Finding]:
     return out
 
 
+def _probe_partitions(inventory: NodeInventory) -> list[Finding]:
+    """One finding per GPU in MIG mode: what it offers instead of itself."""
+    out = []
+    for desc in inventory.descriptions:
+        by_device: dict[str, list[Any]] = {}
+        for part in desc.partitions:
+            by_device.setdefault(part.device, []).append(part)
+        for device, parts in by_device.items():
+            layout = ", ".join(f"{n} x {p}" for p, n in sorted(Counter(x.profile for x in parts).items()))
+            where = f"GPU {device} at {parts[0].pci_address}" if parts[0].pci_address else f"GPU {device}"
+            out.append(finding(
+                codes.MIG_ENABLED,
+                f"{where} is in MIG mode ({layout}): it is offered as {len(parts)} MIG instance(s), resources "
+                f"{', '.join(sorted({partition_resource(p.profile) for p in parts}))}, and not as a whole GPU",
+                backend=desc.backend, detail=" ".join(p.id for p in parts)))
+    return out
+
+
 def _probe_ray() -> tuple[str | None, list[Finding]]:
     version = ray_version()
     if version is None:
@@ -155,6 +175,7 @@ def diagnose(host: FsHost) -> Diagnosis:
 
     findings += _probe_families(host, inventory, disabled_names(host.env))
     findings += _probe_libraries(inventory)
+    findings += _probe_partitions(inventory)
     version, ray_findings = _probe_ray()
     findings += ray_findings
     findings += [finding(c, m, backend=b, detail=d) for c, m, b, d in ray_interface_reports(inventory)]

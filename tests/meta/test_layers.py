@@ -19,6 +19,7 @@ WINGS = {
     "ray_accel_ext.backends": "backends",
     # TPU's worker-side helper lives with its family (docs/tpu.md) but is delivery into workers.
     "ray_accel_ext.backends.tpu.worker": "worker",
+    "ray_accel_ext.backends.nvidia_gpu.worker": "worker",
     "ray_accel_ext.telemetry": "telemetry",
     "ray_accel_ext.node": "node",
     "ray_accel_ext.ray_hook": "node",  # the published hook path, a re-export of node/hook.py
@@ -66,6 +67,11 @@ INTENDED: dict[str, frozenset[str]] = {
 ALLOWED = {
     # The demo command runs on the simulated cluster it is built on (test_architecture.py).
     ("ray_accel_ext.tools.commands.demo", "ray_accel_ext.testing.cluster"): "the demo's engine is the kit",
+    # The per-node device watcher reads each family's live fault source (NVML events, AMD RAS
+    # counters) directly; this is to become a declared backend capability so the watcher loads
+    # them through the registry like discovery does.
+    ("ray_accel_ext.cluster.device_watch", "ray_accel_ext.backends.nvidia_gpu.events"): "live fault sources, lazily",
+    ("ray_accel_ext.cluster.device_watch", "ray_accel_ext.backends.amd_gpu.ras"): "live fault sources, lazily",
     # A snapshot's recorded cloud metadata is served on loopback by the kit's server, for the demo's
     # nodes and for `--root SNAPSHOT` (tools/commands/_common.py host_for).
     ("ray_accel_ext.tools.commands.demo", "ray_accel_ext.testing.fake_metadata"): "snapshot metadata served by the kit",

@@ -49,10 +49,12 @@ from ...hw.pci import (
     read_function,
 )
 from ...hw.pci_index import functions_of
-from ...model import Device, Fabric, Link, Location, NodeDescription, Problem, Sku
+from ...model import Device, Fabric, Link, Location, NodeDescription, Partition, Problem, Sku
+from ...problems import LINK_DOWN
 from ...skus import Entry, ray_names
 from .._reading import any_readable, library_reading, never_raises
 from .._sku import identify_function, node_identity, pci_description, to_sku
+from . import mig as _mig
 from . import nvml as _nvml
 
 __all__ = ["NvidiaGPUBackend", "NVIDIA_VENDOR_ID"]
@@ -109,10 +111,12 @@ class NvidiaGPUBackend(AcceleratorBackend):
         rdma = list_rdma_nics(host, problems)
         # Grace-attached GPUs (NVLink-C2C to their CPU): nvidia-smi's classes differ (hw.nics).
         coherent = any((nv.get("c2c_links") or 0) > 0 for nv in nvml_by_addr.values())
+        partitions = _partitions(gpus, nvml_by_addr, rdma)
+        whole = [(fn, ident) for fn, ident in zip(gpus, idents) if not _mig.enabled(nvml_by_addr.get(fn.address, {}))]
         devices = []
-        for index, fn in enumerate(gpus):
+        for index, (fn, fn_ident) in enumerate(whole):
             nv = nvml_by_addr.get(fn.address, {})
-            memory = nv.get("memory_total") or to_sku(idents[index], None).memory_bytes
+            memory = nv.get("memory_total") or to_sku(fn_ident, None).memory_bytes
             devices.append(
                 Device(
                     index=index,
@@ -128,7 +132,10 @@ class NvidiaGPUBackend(AcceleratorBackend):
             )
 
         kind = _nvlink_kind(entry, reading)
-        links = _links(gpus, nvml_by_addr, kind, problems) if kind else ()
+        # MIG instances have no NVLink peer-to-peer (MIG user guide): links join whole GPUs only.
+        whole_nvml = {a: d for a, d in nvml_by_addr.items() if not _mig.enabled(d)}
+        problems.extend(_links_down(devices, whole_nvml, entry))
+        links = _links([fn for fn, _ in whole], whole_nvml, kind, problems) if kind else ()
         platform = _platform(gpus, nvml_by_addr, problems)
         fabric = _fabric(host, gpus, nvml_by_addr, entry, problems, platform)
         location = _location_with_rack(host, problems, platform)
@@ -147,6 +154,7 @@ class NvidiaGPUBackend(AcceleratorBackend):
         return pci_description(
             self, sku, devices, problems,
             interconnect=links[0].kind if links else "pcie",
+            partitions=partitions,
             links=links,
             nics=nics_of(rdma),
             fabric=fabric,
@@ -236,6 +244,47 @@ def _usable(gpus: list[PciFunction], reading: dict[str, Any] | None, nvml: dict[
         for addr in hidden:
             problems.append(f"sysfs shows a GPU at {addr} that NVML does not list (unusable by CUDA); not counted")
     return [f for f in gpus if f.address in nvml], len(hidden)
+
+
+def _links_down(devices: list[Device], nvml: dict[str, dict[str, Any]], entry: Entry | None) -> list[Problem]:
+    """A ``link-down`` problem for each GPU with fewer active NVLinks than its board gives it (the
+    SKU database's ``nvlinks``): a collective placed there runs at PCIe speed or hangs
+    (vllm-project/vllm#16336: an HGX B200 with every link of one GPU down). Only where some GPU of
+    the node has active links: a VM or container given GPUs without their NVLinks (one GPU of an
+    HGX board passed through, GCE a3-highgpu-1g) is a PCIe node, not a broken one."""
+    want = entry.nvlinks if entry is not None else None
+    if not want or not any(d.get("nvlinks") for d in nvml.values()):
+        return []
+    out = []
+    for dev in devices:
+        nv = nvml.get(dev.pci_address or "")
+        if nv is None:
+            continue
+        active = len(nv.get("nvlinks") or [])
+        if active < want:
+            out.append(Problem(code=LINK_DOWN, device=dev.index, message=(
+                f"GPU {dev.index} ({dev.pci_address}) has {active} of its {want} NVLinks active; collectives "
+                "through it fall back to PCIe or hang")))
+    return out
+
+
+def _partitions(gpus: list[PciFunction], nvml: dict[str, dict[str, Any]], rdma: Any) -> tuple[Partition, ...]:
+    """The MIG instances of the GPUs in MIG mode, in PCI then GPU-instance order, each at its GPU's
+    place (NUMA node, CPUs, nearest NICs). A GPU in MIG mode is offered only as its instances."""
+    out = []
+    for fn in gpus:
+        nv = nvml.get(fn.address, {})
+        if not _mig.enabled(nv):
+            continue
+        nics = nearest_nics(fn, rdma)
+        for inst in sorted(nv["mig"].get("instances") or [], key=lambda i: (i.get("gpu_instance", 0), i.get("compute_instance", 0))):
+            out.append(Partition(
+                id=inst["uuid"], device=nv.get("uuid") or fn.address, profile=inst["profile"],
+                memory_bytes=inst.get("memory_total"), slices=inst.get("gpu_slices") or 1,
+                instance=f"{inst.get('gpu_instance', 0)}.{inst.get('compute_instance', 0)}",
+                pci_address=fn.address, numa_node=fn.numa_node, cpus=fn.cpus, nics=nics,
+            ))
+    return tuple(out)
 
 
 def _ray_type(reading: dict[str, Any] | None) -> str | None:

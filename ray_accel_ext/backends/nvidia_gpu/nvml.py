@@ -5,9 +5,10 @@ snapshot that is the recording ``libraries/nvml.json``; on the live machine it i
 :func:`read_live`, a direct translation of ``nvidia-ml-py`` (module ``pynvml``) calls into the
 same shape; elsewhere ``None``. ``record.py`` writes the live reading into a snapshot unchanged.
 
-Shape (``FORMAT_VERSION`` 1)::
+Shape (``FORMAT_VERSION`` 2; a format-1 reading, recorded before MIG was read, is read the same
+way with every GPU whole)::
 
-    {"format": 1,
+    {"format": 2,
      "driver_version": "580.126.20",               # or null
      "error": null,                                # set when NVML is present but failed as a whole
      "devices": [                                  # NVML index order
@@ -24,6 +25,7 @@ Shape (``FORMAT_VERSION`` 1)::
                      "slot_number": 7, "tray_index": 3, "host_id": 0, "peer_type": 1, "module_id": 2},
         "numa_node_id": 2,                         # nvmlDeviceGetNumaNodeId, or null (optional)
         "c2c_links": 2,                            # active NVLink-C2C links, or null (optional)
+        "mig": null,                               # or MIG mode and instances (see mig.py)
         "errors": ["nvmlDeviceGetMemoryInfo: ..."]}]}
 
 ``numa_node_id`` is the NUMA node that holds the GPU's memory where the OS maps it as one (the
@@ -55,10 +57,12 @@ import uuid as _uuid
 from typing import Any
 
 from .._reading import reading_devices
+from .mig import read_mig, validate_mig  # noqa: F401 - read_mig is part of the reader
 
-__all__ = ["BINDINGS", "FORMAT_VERSION", "import_binding", "read_live", "sysfs_address", "validate"]
+__all__ = ["BINDINGS", "FORMAT_VERSION", "READ_FORMATS", "import_binding", "read_live", "sysfs_address", "validate"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_FORMATS = (1, 2)  # 1: before MIG was read
 
 FABRIC_STATE_COMPLETED = 3
 NVML_SUCCESS = 0
@@ -84,7 +88,7 @@ def sysfs_address(bus_id: str) -> str | None:
 
 def validate(reading: Any) -> list[str]:
     """Why ``reading`` is not a usable NVML reading (empty list when it is)."""
-    errors, devices = reading_devices(reading, FORMAT_VERSION)
+    errors, devices = reading_devices(reading, READ_FORMATS)
     if devices is None:
         return errors
     for i, dev in enumerate(devices):
@@ -128,6 +132,7 @@ def validate(reading: Any) -> list[str]:
             and isinstance(fabric.get("clique_id", 0), int)
         ):
             errors.append(f"{where}.fabric: expected {{state, status, cluster_uuid, clique_id}}")
+        errors.extend(validate_mig(where, dev.get("mig")))
     return errors
 
 
@@ -216,6 +221,7 @@ def _read_device(pynvml: Any, index: int) -> dict[str, Any]:
         "platform": _read_platform(pynvml, handle, errors),
         "numa_node_id": _numa_node(pynvml, handle, errors),
         "c2c_links": _read_c2c(pynvml, handle, errors),
+        "mig": read_mig(pynvml, handle, errors),
         "errors": errors,
     }
 

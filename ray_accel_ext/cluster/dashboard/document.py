@@ -104,7 +104,13 @@ def _device_metrics(node: ClusterNode, desc, history: MetricsHistory | None) -> 
 
 def _devices(node: ClusterNode, holders: list[dict[str, Any]], history: MetricsHistory | None) -> dict[str, list[dict]]:
     missing = {m.get("pci_address") for m in (node.health or {}).get("missing", []) if m.get("pci_address")}
+    failed = {d.get("device"): d.get("reason") for d in (node.health or {}).get("devices", []) if d.get("health") == 0}
     out: dict[str, list[dict]] = {}
+    if node.inventory is None:  # not probed (a drained node takes no probe): the watcher's view
+        for d in sorted((node.health or {}).get("devices", []), key=lambda d: str(d.get("index"))):
+            if d.get("backend") and d.get("index") is not None:
+                out.setdefault(d["backend"], []).append({"index": d["index"], "state": "failed" if d.get("health") == 0 else "free",
+                                                         "holders": [], **({"fault": d["reason"]} if d.get("reason") else {})})
     for desc in node.inventory.descriptions if node.inventory else ():
         to_device = _slot_to_device(desc)
         held: dict[int, list[str]] = {}
@@ -118,7 +124,12 @@ def _devices(node: ClusterNode, holders: list[dict[str, Any]], history: MetricsH
         rows = []
         for d in desc.devices:
             state = "missing" if d.pci_address in missing else ("held" if d.index in held else "free")
-            rows.append({"index": d.index, "state": state, "holders": sorted(set(held.get(d.index, []))), **metrics.get(d.index, {})})
+            state = "failed" if d.id in failed else state
+            rows.append({"index": d.index, "state": state, "holders": sorted(set(held.get(d.index, []))), **metrics.get(d.index, {}),
+                         **({"fault": failed[d.id]} if d.id in failed else {})})
+        for part in desc.partitions:  # MIG instances drawn inside their GPU
+            rows.append({"index": None, "partition": part.id, "profile": part.profile, "parent": part.device,
+                         "state": "failed" if part.device in failed else "free", "holders": []})
         out[desc.backend] = rows
     return out
 
@@ -147,7 +158,7 @@ def build_document(
         for b in pg.bundles:
             if b["node_id"]:
                 bundles.setdefault(b["node_id"], []).append(b)
-    totals = {"devices": 0, "free": 0, "held": 0, "missing": 0}
+    totals = {"devices": 0, "free": 0, "held": 0, "missing": 0, "failed": 0}
     for node, entry in zip(inv.nodes, doc["nodes"]):
         mine = by_node.get(node.node_id, [])
         entry["occupancy"] = _occupancy(node, resources, bundles.get(node.node_id, []), mine)
@@ -157,6 +168,8 @@ def build_document(
         entry["ray_dashboard"] = RAY_NODE_PAGE.format(node_id=node.node_id)
         for rows in entry["devices"].values():
             for row in rows:
+                if "partition" in row:
+                    continue  # a MIG instance: counted as its GPU
                 totals["devices"] += 1
                 totals[row["state"]] += 1
     doc["summary"].update({"devices_" + k: v for k, v in totals.items() if k != "devices"}, holders=len(items))

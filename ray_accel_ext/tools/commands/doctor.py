@@ -26,7 +26,10 @@ def run(args: argparse.Namespace) -> int:
         print_json(diagnosis.to_dict())
         return 0 if diagnosis.healthy else 1
     inv = diagnosis.inventory
-    families = ", ".join(f"{d.backend} ({len(d.devices)} x {d.sku.name})" for d in inv.descriptions) or "none"
+    families = ", ".join(
+        f"{d.backend} ({len(d.devices)} x {d.sku.name}"
+        + (f", {len(d.partitions)} MIG instances on {len({p.device for p in d.partitions})} GPUs" if d.partitions else "")
+        + ")" for d in inv.descriptions) or "none"
     print(f"accelerators: {families}")
     print(f"discovery: {'degraded' if inv.degraded else 'ok'}; Ray: {diagnosis.ray_version or 'not installed'}")
     if not diagnosis.findings:

@@ -1,8 +1,10 @@
 """``ray-accel health``: watch accelerators and RDMA NICs after the nodes started.
 
-``start`` launches one detached monitor actor per alive node (pyudev, the ``[udev]`` extra),
-pinned to its node; each reports devices that disappear or appear to a registry actor, from
-which ``ray-accel cluster`` and ``ray-accel dashboard`` mark the node. ``status`` prints the
+``start`` launches, per alive node and pinned to it, a device-health watcher (NVML events and
+counters, or a snapshot's recorded events: Xids, double-bit ECC, retired pages, NVLink state; a
+device fault drains the node through Ray) and, with pyudev (the ``[udev]`` extra), a monitor of
+devices that disappear or appear. Both report to a registry actor, from which ``ray-accel
+cluster``, ``ray-accel dashboard`` and the ``ray_rayaccel_device_health`` metric mark the node. ``status`` prints the
 marks. See :mod:`ray_accel_ext.cluster.health`.
 """
 
@@ -25,17 +27,24 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ...cluster.collect import _ensure_ray
+    from ...cluster.device_watch import start_device_watchers
     from ...cluster.health import registry_marks, start_node_monitors
 
     _ensure_ray(args.address)
     if args.action == "start":
-        handles = start_node_monitors(source=args.source)
-        print(f"health monitors running on {len(handles)} nodes")
+        handles = start_device_watchers()
+        print(f"device health watchers running on {len(handles)} nodes")
+        try:
+            handles = start_node_monitors(source=args.source)
+            print(f"udev monitors running on {len(handles)} nodes")
+        except ImportError:
+            print("udev monitors not started: pyudev is not installed (`pip install 'ray-accel-ext[udev]'`)")
     marks = registry_marks()
     if args.format == "json":
         print_json(marks)
         return 0
-    rows = [(nid, m.get("status"), m.get("baseline", {}).get("accelerators"), m.get("baseline", {}).get("rdma_nics"),
+    rows = [(nid, "failed" if m.get("device_status") == "failed" else m.get("status"),
+             m.get("baseline", {}).get("accelerators"), m.get("baseline", {}).get("rdma_nics"),
              "; ".join(m.get("reasons", [])) or "-") for nid, m in sorted(marks.items())]
     print(table(rows, ("node", "status", "accelerators", "rdma nics", "reasons")) if rows else "no monitor has reported yet")
     return 0

@@ -145,17 +145,24 @@ def test_b200_with_gpu2_nvlinks_down_matrix_equals_the_capture():
 
 
 def test_b200_golden_is_the_captures_published_view():
-    """The golden says what discovery publishes today: healthy, NVLink among the other seven."""
+    """The golden says what the capture shows: NVLink among the other seven GPUs, none at GPU 2,
+    and so a degraded node with one device of degraded links."""
     expected = json.loads((B200 / "expected.json").read_text())
     (desc,) = expected["descriptions"]
     linked = {(l["a"], l["b"]) for l in desc["links"]}
     assert not any(2 in pair for pair in linked) and len(linked) == 21  # C(7, 2): GPU2 has none
-    assert expected["ray"]["labels"]["rayaccel.io/discovery"] == "ok"
+    assert expected["ray"]["labels"]["rayaccel.io/discovery"] == "degraded"
+    assert expected["ray"]["labels"]["rayaccel.io/degraded-links"] == "1"
 
 
-@pytest.mark.xfail(strict=True, reason="the NVLink-down rule (a GPU with fewer active links than its board "
-                   "gives is a coded problem, per-node label) is designed in a later change")
 def test_b200_gpu_with_every_nvlink_down_is_a_problem():
+    """The capture's GPU 2 shows every NVLink down: a coded link-down problem naming it, the node
+    degraded and the per-node count of devices with degraded links (SKU database: 18 on a B200)."""
+    from ray_accel_ext.node.adapter import to_ray_node
+
     inventory = discover(open_host(str(B200)))
     assert inventory.degraded
-    assert any("GPU 2" in p or "0000:50:00.0" in p for p in inventory.reasons())
+    down = [p for p in inventory.all_problems() if p.code == "link-down"]
+    assert len(down) == 1 and "GPU 2" in down[0].message and "0 of its 18 NVLinks" in down[0].message
+    labels = to_ray_node(inventory).labels
+    assert labels["rayaccel.io/discovery"] == "degraded" and labels["rayaccel.io/degraded-links"] == "1"

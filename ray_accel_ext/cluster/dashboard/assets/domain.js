@@ -35,6 +35,7 @@ function deviceRow(node, desc, index) {
 export function chip(node, desc, dev, x, y, ctx) {
   const row = deviceRow(node, desc, dev.index);
   const words = [`${deviceNoun(desc)} ${dev.index} of ${node.hostname}`, row.state];
+  if (row.fault) words.push("fault: " + row.fault);
   if (row.holders.length) words.push("held by " + row.holders.map(h => ctx.holderName(h)).join(", "));
   if (typeof row.utilization === "number" && row.state !== "missing") words.push("utilisation " + pct(row.utilization));
   const g = svg("g", {class: "chip-g", tabindex: 0, role: "button", "aria-label": words.join(", "),
@@ -46,7 +47,7 @@ export function chip(node, desc, dev, x, y, ctx) {
     const h = Math.max(1, (S - 4) * Math.min(100, row.utilization) / 100);
     g.append(svg("rect", {class: "util", x: x + S - 5, y: y + S - 2 - h, width: 3, height: h}));
   }
-  g.append(svg("text", {class: "chip-label", x: x + (S - 4) / 2, y: y + S / 2 + 4}, row.state === "missing" ? "✕" : String(dev.index)));
+  g.append(svg("text", {class: "chip-label", x: x + (S - 4) / 2, y: y + S / 2 + 4}, row.state === "missing" || row.state === "failed" ? "✕" : String(dev.index)));
   return g;
 }
 
@@ -67,22 +68,50 @@ function link(node, desc, l, pa, pb, arcUp = true) {
 }
 
 /** Chip positions of a host drawn on its own: by coordinates when every device has them, else in rows. */
-function localLayout(desc) {
+function localLayout(desc, extra = 0) {
   const devs = desc.devices;
   if (devs.length && devs.every(d => d.coords && d.coords.length >= 2)) {
     const xs = devs.map(d => d.coords[0]), ys = devs.map(d => d.coords[1]);
     const x0 = Math.min(...xs), y0 = Math.min(...ys);
     return devs.map(d => [(d.coords[0] - x0) * (S + G), (d.coords[1] - y0) * (S + G)]);
   }
-  const per = devs.length > 8 ? Math.ceil(devs.length / 2) : 8;
-  return devs.map((d, i) => [(i % per) * (S + G), Math.floor(i / per) * (S + G + 14)]);
+  const n = devs.length + extra;
+  const per = n > 8 ? Math.ceil(n / 2) : 8;
+  return Array.from({length: n}, (_, i) => [(i % per) * (S + G), Math.floor(i / per) * (S + G + 14)]);
+}
+
+/** GPUs in MIG mode: [parent GPU id, its instances] in the order discovery lists them. */
+function migGpus(desc) {
+  const by = new Map();
+  for (const p of desc.partitions || []) { if (!by.has(p.device)) by.set(p.device, []); by.get(p.device).push(p); }
+  return [...by.entries()];
+}
+
+/** A GPU in MIG mode: its box with one bar per instance, as tall as its compute slices (of 7). */
+function migChip(node, desc, parent, parts, x, y) {
+  const rows = (node.devices || {})[desc.backend] || [];
+  const failed = rows.some(r => r.parent === parent && r.state === "failed");
+  const words = [`MIG GPU of ${node.hostname}`, failed ? "failed" : "in MIG mode", parts.map(p => p.profile).join(" + ")];
+  const g = svg("g", {class: "mig-gpu"});
+  g.append(svg("rect", {class: "chip mig state-" + (failed ? "failed" : "free"), x, y, width: S, height: S, rx: 3,
+    "data-node-id": node.node_id, "data-mig-gpu": parent}, tip(words.join(" · "))));
+  const unit = (S - 4) / 7;
+  let used = 0;
+  for (const p of parts) {
+    const h = Math.max(2, unit * (p.slices || 1) - 1);
+    g.append(svg("rect", {class: "mig-instance", x: x + 2, y: y + 2 + used, width: S - 4, height: h,
+      "data-partition": p.id}, tip(`${p.profile} ${p.id}`)));
+    used += unit * (p.slices || 1);
+  }
+  return g;
 }
 
 /** A host as a box of its chips and links at (x, y); returns {g, w, h, centers}. */
 export function hostBlock(node, x, y, ctx, {title = null} = {}) {
   const g = svg("g", {class: "host", "data-node-id": node.node_id});
   const desc = primary(node);
-  const pos = desc ? localLayout(desc) : [];
+  const migs = desc ? migGpus(desc) : [];
+  const pos = desc ? localLayout(desc, migs.length) : [];
   const w = Math.max(90, ...pos.map(p => p[0] + S)) + 2 * PAD;
   const h = Math.max(S, ...pos.map(p => p[1] + S)) + 2 * PAD + 16;
   g.append(svg("rect", {class: "host-box status-" + ctx.status(node), x, y, width: w, height: h, rx: 6,
@@ -96,6 +125,8 @@ export function hostBlock(node, x, y, ctx, {title = null} = {}) {
     desc.devices.forEach((d, i) => { centers[d.index] = [ox + pos[i][0] + S / 2, oy + pos[i][1] + S / 2]; });
     for (const l of desc.links || []) if (centers[l.a] && centers[l.b]) g.append(link(node, desc, l, centers[l.a], centers[l.b]));
     desc.devices.forEach((d, i) => g.append(chip(node, desc, d, ox + pos[i][0], oy + pos[i][1], ctx)));
+    const n = desc.devices.length;
+    migs.forEach(([parent, parts], j) => g.append(migChip(node, desc, parent, parts, ox + pos[n + j][0], oy + pos[n + j][1])));
     for (const other of descsOf(node)) {
       if (other !== desc) g.append(svg("text", {class: "host-note", x: x + PAD, y: y + h - 3}, `+ ${other.devices.length} ${other.backend}`));
     }

@@ -109,7 +109,7 @@ export function table(caption, headers, rows, attrs = {}) {
 }
 
 export function stateWord(state) {
-  return {free: "free", held: "held", missing: "missing", degraded: "degraded"}[state] || String(state);
+  return {free: "free", held: "held", missing: "missing", failed: "failed", degraded: "degraded"}[state] || String(state);
 }
 
 /** Node id -> {node, descs, status}: status is "degraded" when the node has reasons. */

@@ -1,0 +1,97 @@
+"""A recorded fatal Xid drains its node through Ray (new accelerator tasks go elsewhere, the
+running one finishes); a recorded application Xid does not; the metric and the dashboard name
+the device. Nodes are started from snapshots through the hook; the watchers replay the recorded
+streams (``libraries/device_events.json``)."""
+
+from __future__ import annotations
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from ray_accel_ext import telemetry  # noqa: E402
+from ray_accel_ext.cluster.collect import gather  # noqa: E402
+from ray_accel_ext.cluster.dashboard.document import build_document  # noqa: E402
+from ray_accel_ext.cluster.device_watch import start_device_watchers  # noqa: E402
+from ray_accel_ext.cluster.health import registry_marks  # noqa: E402
+from ray_accel_ext.cluster.nodes import alive_nodes  # noqa: E402
+from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
+from tests.support.paths import HOSTS  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+NV = HOSTS / "nvidia_gpu"
+
+
+@ray.remote(num_cpus=0)
+class Gate:
+    def __init__(self) -> None:
+        import asyncio
+
+        self.started, self.open = asyncio.Event(), asyncio.Event()
+
+    async def enter(self) -> None:
+        self.started.set()
+        await self.open.wait()
+
+    async def wait_started(self) -> None:
+        await self.started.wait()
+
+    def release(self) -> None:
+        self.open.set()
+
+
+@ray.remote(num_cpus=0, num_gpus=1)
+def gpu_task(gate=None) -> str:
+    import ray as _ray
+
+    if gate is not None:
+        _ray.get(gate.enter.remote())
+    return _ray.get_runtime_context().get_node_id()
+
+
+def _wait_for_drain(node_id: str) -> dict:
+    """Poll the registry until the watcher of ``node_id`` has drained it (bounded by the watcher's
+    replay, not by a clock: ``ray.get`` on the watchers' state returns after their reports)."""
+    for _ in range(600):
+        mark = registry_marks().get(node_id, {})
+        if mark.get("drained"):
+            return mark
+        ray.get(ray.remote(num_cpus=0)(lambda: None).remote())  # one scheduling round trip
+    raise AssertionError(f"node {node_id} was not drained: {registry_marks().get(node_id)}")
+
+
+def test_fatal_xid_drains_its_node_and_application_xid_does_not():
+    with SimulatedCluster() as cluster:
+        cluster.add_node(NV / "no-accelerators", name="head", num_cpus=1)
+        cluster.add_node(NV / "l4-xid-fatal", name="bad", num_cpus=1)
+        cluster.add_node(NV / "l4-xid-application", name="good", num_cpus=1)
+        cluster.connect()
+        bad, good = cluster.ray_node("bad")["NodeID"], cluster.ray_node("good")["NodeID"]
+        on_bad = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(bad, soft=False)
+        gate = Gate.remote()
+        running = gpu_task.options(scheduling_strategy=on_bad).remote(gate)
+        ray.get(gate.wait_started.remote(), timeout=300)
+
+        start_device_watchers()
+        mark = _wait_for_drain(bad)
+        assert mark["drained"]["how"] == "ray-drain"
+        assert [(d["health"], d["reason"]) for d in mark["devices"]] == [(0, "Xid 79")]
+        assert registry_marks()[good]["device_status"] == "ok"
+
+        # New accelerator work goes to the healthy node; the running task is not killed.
+        assert set(ray.get([gpu_task.remote() for _ in range(3)], timeout=300)) == {good}
+        gate.release.remote()
+        assert ray.get(running, timeout=300) == bad
+
+        marks = registry_marks()
+        series = telemetry.state_series(alive_nodes(), health=marks)["rayaccel_device_health"]
+        values = {(tags["node"], tags["device"]): v for tags, v in series}
+        failed_uuid = mark["devices"][0]["device"]
+        assert values[(bad, failed_uuid)] == 0.0 and values[(good, marks[good]["devices"][0]["device"])] == 1.0
+        doc = build_document(gather())
+        by_id = {n["node_id"]: n for n in doc["nodes"]}
+        if bad in by_id:  # a drained node leaves once idle
+            assert by_id[bad]["devices"]["nvidia_gpu"][0]["state"] == "failed"
+            assert "device-fault" in {a["cause"] for a in by_id[bad]["advice"]}
+        assert by_id[good]["devices"]["nvidia_gpu"][0]["state"] != "failed"
