@@ -151,17 +151,10 @@ class BaseLiveRayTests(SuiteTests):
     """A real ``ray start`` through the hook on a snapshot shows what the backend promised."""
 
     def test_ray_node_shows_promised_resources_and_labels(self, suite: SuiteConfig, live_snapshot: Snapshot) -> None:
-        if not suite.live_ray:
-            pytest.skip("live Ray check is opt-in: pass --accel-live-ray or set RAY_ACCEL_CONFORMANCE_LIVE_RAY=1")
-        if not any(s.name == suite.name for s in available_backends()):
-            pytest.skip(f"{suite.name} is not installed under the entry point, so `ray start` cannot load it")
-        from ..testing.cluster import SimulatedCluster
-        from ..testing.snapshots import run_snapshot
-
-        inventory, spec = run_snapshot(live_snapshot.path)
-        desc = next((d for d in inventory.descriptions if d.backend == suite.name), None)
-        assert desc is not None, f"discovery on snapshot {live_snapshot} found no {suite.name} devices: {inventory.reasons()}"
+        desc, spec = self._live_description(suite, live_snapshot)
         import ray
+
+        from ..testing.cluster import SimulatedCluster
 
         with SimulatedCluster() as cluster:
             cluster.add_node(live_snapshot.path, name="conformance", num_cpus=1)
@@ -197,7 +190,7 @@ class BaseLiveRayTests(SuiteTests):
     def test_ray_isolates_devices_per_task(self, suite: SuiteConfig, backend: AcceleratorBackend, live_snapshot: Snapshot) -> None:
         """Two concurrent one-unit tasks get different ids and the variables for their device; a two-unit
         task gets two ids (``docs/vendors.md``, "What a backend gets at runtime")."""
-        desc = self._live_description(suite, live_snapshot)
+        desc, _ = self._live_description(suite, live_snapshot)
         from ..node.ray_devices import ray_names
 
         if backend.resource_name in (ray_names() or ()):
@@ -210,13 +203,15 @@ class BaseLiveRayTests(SuiteTests):
         check_isolation(backend, desc, live_snapshot)
 
     def _live_description(self, suite: SuiteConfig, live_snapshot: Snapshot):
+        """(the backend's description on the snapshot, the node's Ray spec); skips where the live
+        check is not asked for or the backend is not installed under the entry point."""
         if not suite.live_ray:
             pytest.skip("live Ray check is opt-in: pass --accel-live-ray or set RAY_ACCEL_CONFORMANCE_LIVE_RAY=1")
         if not any(s.name == suite.name for s in available_backends()):
             pytest.skip(f"{suite.name} is not installed under the entry point, so `ray start` cannot load it")
         from ..testing.snapshots import run_snapshot
 
-        inventory, _ = run_snapshot(live_snapshot.path)
+        inventory, spec = run_snapshot(live_snapshot.path)
         desc = next((d for d in inventory.descriptions if d.backend == suite.name), None)
         assert desc is not None, f"discovery on snapshot {live_snapshot} found no {suite.name} devices: {inventory.reasons()}"
-        return desc
+        return desc, spec
