@@ -9,12 +9,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray_accel_ext import telemetry  # noqa: E402
 from ray_accel_ext.cluster.collect import gather  # noqa: E402
 from ray_accel_ext.cluster.dashboard.document import build_document  # noqa: E402
 from ray_accel_ext.cluster.device_watch import start_device_watchers  # noqa: E402
 from ray_accel_ext.cluster.health import registry_marks  # noqa: E402
 from ray_accel_ext.cluster.nodes import alive_nodes  # noqa: E402
+from ray_accel_ext.cluster.state import state_series  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from tests.support.paths import HOSTS  # noqa: E402
 
@@ -85,7 +85,7 @@ def test_fatal_xid_drains_its_node_and_application_xid_does_not():
         assert ray.get(running, timeout=300) == bad
 
         marks = registry_marks()
-        series = telemetry.state_series(alive_nodes(), health=marks)["rayaccel_device_health"]
+        series = state_series(alive_nodes(), health=marks)["rayaccel_device_health"]
         values = {(tags["node"], tags["device"]): v for tags, v in series}
         failed_uuid = mark["devices"][0]["device"]
         assert values[(bad, failed_uuid)] == 0.0 and values[(good, marks[good]["devices"][0]["device"])] == 1.0

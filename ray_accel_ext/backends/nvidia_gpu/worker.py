@@ -59,7 +59,7 @@ def my_partitions(inventory: NodeInventory | None = None,
 
         resource_ids = ray._private.worker.global_worker.core_worker.resource_ids()
     if inventory is None:
-        from .worker import node_inventory
+        from ...node.handoff import node_inventory
 
         inventory = node_inventory()
     out = []
