@@ -10,14 +10,16 @@ from ..backend import AcceleratorBackend
 from ..model import NodeDescription
 from .settings import Snapshot
 
-__all__ = ["check_isolation"]
+__all__ = ["check_isolation", "barrier_actor"]
 
 
 def _ask(resource: str, n: int) -> dict[str, Any]:
     return {"num_gpus": n} if resource == "GPU" else {"resources": {resource: n}}
 
 
-def _remotes(resource: str, variables: tuple[str, ...]):
+def barrier_actor():
+    """A Ray actor class whose ``wait`` holds every caller until ``n`` have arrived, so that the
+    holders a test compares provably hold their devices at the same time."""
     import ray
 
     @ray.remote(num_cpus=0)
@@ -32,6 +34,14 @@ def _remotes(resource: str, variables: tuple[str, ...]):
             if self.arrived >= self.n:
                 self.event.set()
             await self.event.wait()
+
+    return Barrier
+
+
+def _remotes(resource: str, variables: tuple[str, ...]):
+    import ray
+
+    Barrier = barrier_actor()
 
     @ray.remote(num_cpus=0)
     def held(barrier=None) -> dict[str, Any]:

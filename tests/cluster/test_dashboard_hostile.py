@@ -10,21 +10,17 @@ and create no element and run no script from them.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from ray_accel_ext.cluster.dashboard import DashboardServer
-from tests.support.chromium import Browser, chromium_path
+from tests.support.chromium import Browser, require_chromium
 from tests.support.dashboard_checks import READY, drawn_pictures, expected_pictures
 from tests.support.synthetic_cluster import synthetic_cluster
 
 EVIL = "<!--'\"</script><script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\" data-injected>&amp;<b data-injected>-->"
 
-if chromium_path() is None:
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("chromium not installed (apt-get install -y chromium)")
-    pytest.skip("chromium not installed (apt-get install -y chromium)", allow_module_level=True)
+require_chromium()
 
 
 @pytest.fixture(scope="module")

@@ -4,19 +4,13 @@ a document built from the MIG snapshots)."""
 from __future__ import annotations
 
 import json
-import os
-
-import pytest
 
 from ray_accel_ext.cluster.dashboard import DashboardServer
-from tests.support.chromium import Browser, chromium_path
+from tests.support.chromium import Browser, require_chromium
 from tests.support.dashboard_checks import READY
 from tests.support.synthetic_cluster import snapshot_cluster
 
-if chromium_path() is None:
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("chromium not installed (apt-get install -y chromium)")
-    pytest.skip("chromium not installed (apt-get install -y chromium)", allow_module_level=True)
+require_chromium()
 
 MIG = ["nvidia_gpu/a100-80gb-mig-homogeneous", "nvidia_gpu/h100-80gb-mig-mixed", "nvidia_gpu/h100-partly-mig"]
 _DRAWN = """JSON.stringify([...document.querySelectorAll('#overview g.host')].map(h => ({

@@ -13,7 +13,6 @@ the page's selector code agrees with the Python one on generated cases. No timin
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from hypothesis import given, settings
@@ -21,15 +20,11 @@ from hypothesis import strategies as st
 
 from ray_accel_ext.cluster.dashboard import DashboardServer
 from ray_accel_ext.placement import match_selector
-from tests.support.chromium import Browser, chromium_path
+from tests.support.chromium import Browser, require_chromium
 from tests.support.dashboard_checks import READY, drawn_pictures, expected_pictures, set_filter, visible_hosts
 from tests.support.synthetic_cluster import demo_snapshots, snapshot_cluster, synthetic_cluster
 
-if chromium_path() is None:
-    # ci/test.sh installs it; in CI its absence is a failure, elsewhere a stated skip.
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("chromium not installed (apt-get install -y chromium)")
-    pytest.skip("chromium not installed (apt-get install -y chromium)", allow_module_level=True)
+require_chromium()
 
 
 @pytest.fixture(scope="module")

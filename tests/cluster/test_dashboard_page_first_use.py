@@ -7,7 +7,6 @@ measured; a slice's worker labels sit clear of its hosts; a domain id takes one 
 from __future__ import annotations
 
 import json
-import os
 import selectors
 import subprocess
 import sys
@@ -16,14 +15,11 @@ import pytest
 
 from ray_accel_ext.cluster.dashboard import DashboardServer
 from ray_accel_ext.errors import ClusterUnreachable
-from tests.support.chromium import Browser, chromium_path
+from tests.support.chromium import Browser, require_chromium
 from tests.support.dashboard_checks import READY
 from tests.support.synthetic_cluster import demo_snapshots, snapshot_cluster, synthetic_cluster
 
-if chromium_path() is None:
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("chromium not installed (apt-get install -y chromium)")
-    pytest.skip("chromium not installed (apt-get install -y chromium)", allow_module_level=True)
+require_chromium()
 
 UNREACHABLE = "no Ray cluster at auto: Could not find any running Ray instance"
 

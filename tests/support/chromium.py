@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Browser", "BrowserError", "chromium_path"]
+__all__ = ["Browser", "BrowserError", "chromium_path", "require_chromium"]
 
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--no-default-browser-check",
@@ -191,3 +191,14 @@ class Browser:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def require_chromium() -> None:
+    """Skip the calling test module where Chromium is missing; in CI (``CI=true``), where
+    ``ci/test.sh`` installs it, its absence is an error instead of a skip."""
+    import pytest
+
+    if chromium_path() is None:
+        if os.environ.get("CI") == "true":
+            raise RuntimeError("chromium not installed (apt-get install -y chromium)")
+        pytest.skip("chromium not installed (apt-get install -y chromium)", allow_module_level=True)

@@ -23,6 +23,7 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray_accel_ext_acme", reason="pip install -e tests/downstream/ray_accel_ext_acme")
 
+from ray_accel_ext.conformance.live_isolation import barrier_actor  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster, with_this_package  # noqa: E402
 from tests.support.paths import HOSTS, TESTS  # noqa: E402
 
@@ -50,20 +51,7 @@ def cluster(tmp_path_factory):
         yield c
 
 
-@ray.remote(num_cpus=0)
-class Barrier:
-    """Holds every caller of ``wait`` until ``n`` have arrived (so holders provably overlap)."""
-
-    def __init__(self, n: int) -> None:
-        import asyncio
-
-        self.n, self.arrived, self.event = n, 0, asyncio.Event()
-
-    async def wait(self) -> None:
-        self.arrived += 1
-        if self.arrived >= self.n:
-            self.event.set()
-        await self.event.wait()
+Barrier = barrier_actor()  # holders provably overlap
 
 
 def _seen(resource: str, var: str) -> dict:

@@ -10,6 +10,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from ray_accel_ext.backends.nvidia_gpu.worker import unit_instance_resources  # noqa: E402
+from ray_accel_ext.conformance.live_isolation import barrier_actor  # noqa: E402
 from ray_accel_ext.host import open_host  # noqa: E402
 from ray_accel_ext.node.discovery import discover  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
@@ -22,20 +23,7 @@ ALL_MIG = HOSTS / "nvidia_gpu" / "a100-80gb-mig-homogeneous"
 SYSTEM_CONFIG = json.dumps({"custom_unit_instance_resources": unit_instance_resources(["mig-1g.10gb"])})
 
 
-@ray.remote(num_cpus=0)
-class Barrier:
-    """Holds every caller until ``n`` have arrived, so the tasks hold their instances together."""
-
-    def __init__(self, n: int) -> None:
-        import asyncio
-
-        self.n, self.event, self.arrived = n, asyncio.Event(), 0
-
-    async def arrive(self) -> None:
-        self.arrived += 1
-        if self.arrived >= self.n:
-            self.event.set()
-        await self.event.wait()
+Barrier = barrier_actor()  # holders provably overlap
 
 
 @ray.remote(num_cpus=0, resources={"mig-1g.10gb": 1})
@@ -47,7 +35,7 @@ def hold_one_instance(barrier) -> dict:
     from ray_accel_ext.backends.nvidia_gpu.worker import use_my_partition
 
     part = use_my_partition()
-    _ray.get(barrier.arrive.remote())
+    _ray.get(barrier.wait.remote())
     return {"node": _ray.get_runtime_context().get_node_id(), "cuda": os.environ["CUDA_VISIBLE_DEVICES"],
             "numa": part.numa_node, "gpu": part.device}
 
