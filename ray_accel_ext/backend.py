@@ -20,6 +20,10 @@ Contract (checked by the conformance suite, ``pytest --pyargs ray_accel_ext.conf
 * Network access (cloud metadata, provider APIs) only through ``host.metadata`` and only when
   ``capabilities.uses_network`` is declared.
 
+Device faults after start are an optional capability: :meth:`AcceleratorBackend.watch_faults` (a
+live source) and :meth:`AcceleratorBackend.recorded_faults` (a snapshot's recorded stream). The
+node's device watcher asks every loaded backend for both and imports no backend module.
+
 What a backend knows about its hardware it *declares* as class attributes (:class:`PciId`,
 driver paths, the visible-devices variable, its own problem codes), so ``ray-accel doctor``, the health monitors and the
 node-start capping ask the registry and hold no vendor table of their own.
@@ -28,19 +32,30 @@ node-start capping ask the registry and hold no vendor table of their own.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .host import Host
 from .hw.pci import PciId
 from .model import Device, NodeDescription
 from .problems import ProblemCode
 
-__all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Capabilities", "PciId", "AcceleratorBackend"]
+__all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Capabilities", "PciId", "AcceleratorBackend",
+           "FaultSink", "recorded_stream", "device_keys", "poll_faults", "EVENTS_LIBRARY", "POLL_ENV"]
 
 API_VERSION = 1
 SUPPORTED_API_VERSIONS = frozenset({1})
+
+# A fault event is a plain dict naming one device by id, PCI address or index
+# (``{"device": "GPU-<uuid>", "kind": "xid", "xid": 79}``; the kinds and which of them are faults:
+# ray_accel_ext.cluster.device_health). A snapshot records them in ``libraries/<EVENTS_LIBRARY>.json``
+# as ``{"format": 1, "events": [...]}``.
+FaultSink = Callable[[dict[str, Any]], Any]
+EVENTS_LIBRARY = "device_events"
+POLL_ENV = "RAY_ACCEL_HEALTH_POLL_S"  # seconds between counter reads of a polled live source
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,3 +149,56 @@ class AcceleratorBackend(abc.ABC):
             return None
         text = env[var].strip()
         return [int(x) for x in text.split(",") if x.strip()] if text else []
+
+    # -- device faults after start (optional) -----------------------------------------------------
+
+    def recorded_faults(self, host: Host, devices: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+        """The fault events a snapshot recorded for ``devices`` (this family's, each ``{"id",
+        "index", "pci_address"}``), in order; None on a live host or when nothing is recorded.
+
+        The default keeps the events of the vendor-neutral stream (:func:`recorded_stream`) that
+        name one of ``devices``; a family whose recording is raw counter samples overrides it.
+        """
+        events = recorded_stream(host)
+        if events is None:
+            return None
+        keys = device_keys(devices)
+        return [e for e in events if str(e.get("device")) in keys]
+
+    def watch_faults(self, host: Callable[[], Host], devices: Sequence[Mapping[str, Any]],
+                     on_event: FaultSink, stop: threading.Event) -> bool:
+        """The live fault source: feed ``on_event`` the fault events of ``devices`` until ``stop``
+        is set, then return True; False at once when there is nothing to watch (the default).
+
+        ``host()`` opens the live host afresh (a host caches what it read). Runs on a thread of
+        the node's watcher process; may block. :func:`poll_faults` is the loop for counters.
+        """
+        return False
+
+
+def recorded_stream(host: Host, library: str = EVENTS_LIBRARY) -> list[dict[str, Any]] | None:
+    """A snapshot's recorded event stream (``libraries/<library>.json``), None when it has none."""
+    reading = host.library(library, lambda: None)
+    if not isinstance(reading, dict) or reading.get("format") != 1 or not isinstance(reading.get("events"), list):
+        return None
+    return [e for e in reading["events"] if isinstance(e, dict)]
+
+
+def device_keys(devices: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Every name an event may give a device by: id, PCI address, index."""
+    return {str(k) for d in devices for k in (d.get("id"), d.get("pci_address"), d.get("index")) if k is not None}
+
+
+def poll_faults(sample: Callable[[], Iterable[dict[str, Any]]], on_event: FaultSink, stop: threading.Event,
+                interval_s: float | None = None) -> bool:
+    """Call ``sample()`` every ``interval_s`` (default ``RAY_ACCEL_HEALTH_POLL_S``, else 5 s)
+    until ``stop`` is set, feeding what it returns to ``on_event``; True."""
+    if interval_s is None:
+        try:
+            interval_s = float(os.environ.get(POLL_ENV, "5"))
+        except ValueError:
+            interval_s = 5.0
+    while not stop.wait(interval_s):
+        for event in sample():
+            on_event(event)
+    return True

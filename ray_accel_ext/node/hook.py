@@ -10,6 +10,9 @@ Both merge with what the user passed, the user's keys winning, and keep the acce
 Ray detects itself and no backend describes (:mod:`.ray_native`). Neither ever makes the node fail:
 any error ends in a node labelled ``rayaccel.io/discovery=degraded`` and a log line with the cause.
 
+``ray start`` also spawns the node's device watcher, which lives as long as the node's raylet
+(:mod:`.watcher`; ``RAY_ACCEL_HEALTH_WATCH=0`` turns it off).
+
 Both also hand their findings on through this process's environment (:mod:`.handoff`): Ray's own
 TPU manager, which runs next in the same process, gets the slice it would otherwise ask the
 metadata server for, and every worker process the node starts gets the node's description.
@@ -54,6 +57,7 @@ from .handoff import node_env
 from .ray_devices import hand_off_devices
 from .ray_native import ray_detected
 from .visibility import cap_to_visible
+from .watcher import spawn_watcher
 
 __all__ = ["start_hook", "init", "node_spec", "merge_into_params", "merge_into_init_kwargs", "hand_off", "HOOK_GRACE_S"]
 
@@ -209,6 +213,7 @@ def start_hook(ray_params: Any, head: bool) -> None:
         merge_into_params(ray_params, spec, time_limit_s=ray_native_limit(deadline))
         handed = hand_off(found.inventory, found.hostname, tpu_identity=found.tpu_identity)
         hand_off_devices(found.inventory, found.backends)
+        spawn_watcher(found.inventory)
         tpu_env = {k: v for k, v in handed.items() if k.startswith("TPU_")}
         if tpu_env:
             log.info("ray_accel_ext: Ray's TPU manager reads %s (no metadata request of its own)", tpu_env)

@@ -1,9 +1,12 @@
 """A recorded fatal Xid drains its node through Ray (new accelerator tasks go elsewhere, the
 running one finishes); a recorded application Xid does not; the metric and the dashboard name
-the device. Nodes are started from snapshots through the hook; the watchers replay the recorded
-streams (``libraries/device_events.json``)."""
+the device. Nodes are started from snapshots with ``ray start`` through the hook, which spawns
+each node's watcher (nobody runs ``ray-accel health start``); the watchers replay the recorded
+streams (``libraries/device_events.json``) and exit when their node's raylet stops."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -11,7 +14,6 @@ ray = pytest.importorskip("ray")
 
 from ray_accel_ext.cluster.collect import gather  # noqa: E402
 from ray_accel_ext.cluster.dashboard.document import build_document  # noqa: E402
-from ray_accel_ext.cluster.device_watch import start_device_watchers  # noqa: E402
 from ray_accel_ext.cluster.health import registry_marks  # noqa: E402
 from ray_accel_ext.cluster.nodes import alive_nodes  # noqa: E402
 from ray_accel_ext.cluster.state import state_series  # noqa: E402
@@ -50,15 +52,29 @@ def gpu_task(gate=None) -> str:
     return _ray.get_runtime_context().get_node_id()
 
 
-def _wait_for_drain(node_id: str) -> dict:
-    """Poll the registry until the watcher of ``node_id`` has drained it (bounded by the watcher's
-    replay, not by a clock: ``ray.get`` on the watchers' state returns after their reports)."""
-    for _ in range(600):
+def _wait_for_mark(node_id: str, done) -> dict:
+    """Poll the registry until the watcher of ``node_id`` has reported what ``done`` wants
+    (bounded by scheduling round trips, not by a clock)."""
+    for _ in range(3000):
         mark = registry_marks().get(node_id, {})
-        if mark.get("drained"):
+        if done(mark):
             return mark
         ray.get(ray.remote(num_cpus=0)(lambda: None).remote())  # one scheduling round trip
-    raise AssertionError(f"node {node_id} was not drained: {registry_marks().get(node_id)}")
+    raise AssertionError(f"node {node_id}: no such mark: {registry_marks().get(node_id)}")
+
+
+def _gone(pid: int, limit_s: float = 120.0) -> bool:
+    """Whether process ``pid`` exits (or is a zombie) within ``limit_s``: an upper bound, not a race."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rpartition(")")[2].split()[:1] == ["Z"]:
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def test_fatal_xid_drains_its_node_and_application_xid_does_not():
@@ -73,11 +89,12 @@ def test_fatal_xid_drains_its_node_and_application_xid_does_not():
         running = gpu_task.options(scheduling_strategy=on_bad).remote(gate)
         ray.get(gate.wait_started.remote(), timeout=300)
 
-        start_device_watchers()
-        mark = _wait_for_drain(bad)
+        mark = _wait_for_mark(bad, lambda m: m.get("drained"))
+        good_mark = _wait_for_mark(good, lambda m: m.get("device_events"))
         assert mark["drained"]["how"] == "ray-drain"
         assert [(d["health"], d["reason"]) for d in mark["devices"]] == [(0, "Xid 79")]
-        assert registry_marks()[good]["device_status"] == "ok"
+        assert good_mark["device_status"] == "ok" and good_mark["watcher"] == "node"
+        watchers = [mark["watcher_pid"], good_mark["watcher_pid"]]
 
         # New accelerator work goes to the healthy node; the running task is not killed.
         assert set(ray.get([gpu_task.remote() for _ in range(3)], timeout=300)) == {good}
@@ -95,3 +112,5 @@ def test_fatal_xid_drains_its_node_and_application_xid_does_not():
             assert by_id[bad]["devices"]["nvidia_gpu"][0]["state"] == "failed"
             assert "device-fault" in {a["cause"] for a in by_id[bad]["advice"]}
         assert by_id[good]["devices"]["nvidia_gpu"][0]["state"] != "failed"
+    # The nodes' raylets are gone: so are their watchers.
+    assert [pid for pid in watchers if not _gone(pid)] == []

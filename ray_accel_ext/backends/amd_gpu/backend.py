@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ... import skus
-from ...backend import AcceleratorBackend, Capabilities, PciId
+from ...backend import AcceleratorBackend, Capabilities, PciId, poll_faults
 from ...errors import HostReadError
 from ...host import Host
 from ...hw.cloud import host_fabric, location
@@ -142,6 +142,13 @@ class AMDGPUBackend(AcceleratorBackend):
             location=location(host, problems),
             attributes=_attributes(gpus, modes, reading, smi),
         )
+
+    def watch_faults(self, host, devices, on_event, stop) -> bool:
+        """Live faults: the driver's RAS uncorrectable counts growing (:mod:`.ras`), polled."""
+        from .ras import ras_events, uncorrectable_counts
+
+        baseline = uncorrectable_counts(host(), [d["pci_address"] for d in devices if d.get("pci_address")])
+        return poll_faults(lambda: ras_events(host(), devices, baseline), on_event, stop)
 
     def parse_visible_devices(self, env: Mapping[str, str]) -> list[int] | None:
         """Node-wide indices visible under ``env``: ``HIP_VISIBLE_DEVICES`` (what Ray sets) counts

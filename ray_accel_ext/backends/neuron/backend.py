@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from ...backend import AcceleratorBackend, Capabilities, PciId
+from ...backend import AcceleratorBackend, Capabilities, PciId, poll_faults
 from ...errors import CommandError, HostReadError
 from ...host import Host
 from ...hw.cloud import aws_location
@@ -33,6 +33,7 @@ from ...model import Device, Location, NodeDescription, Problem, Sku
 from ...problems import SKU_UNKNOWN, TOOL_FAILED, TOOL_MISSING
 from .._reading import never_raises
 from .._sku import UNKNOWN_SKU_MARK
+from . import faults
 from .read import (
     VIRTUAL_DIR,
     LsDevice,
@@ -158,6 +159,27 @@ class NeuronBackend(AcceleratorBackend):
             attributes=_attributes(gen, lnc, devices, location),
             problems=tuple(dict.fromkeys(problems)),
         )
+
+    # -- device faults after start: the driver's hardware ECC counters (:mod:`.faults`) ----------
+
+    def recorded_faults(self, host, devices):
+        """Recorded counter readings diffed against the snapshot's sysfs at start."""
+        samples = faults.recorded_samples(host)
+        if samples is None:
+            return super().recorded_faults(host, devices)
+        ids = faults.device_names(host, devices)
+        baseline = faults.read_counters(host, ids)
+        return [e for sample in samples for e in faults.counter_events(ids, baseline, sample)]
+
+    def watch_faults(self, host, devices, on_event, stop) -> bool:
+        """The hardware ECC counters polled (every ``RAY_ACCEL_HEALTH_POLL_S``, default 5 s)."""
+        live = host()
+        ids = faults.device_names(live, devices)
+        if not ids:
+            return False
+        baseline = faults.read_counters(live, ids)
+        return poll_faults(lambda: faults.counter_events(ids, baseline, faults.read_counters(host(), ids)),
+                           on_event, stop)
 
     # -- visibility: per NeuronCore, not per device ---------------------------------------------
 

@@ -5,7 +5,10 @@ counters, or a snapshot's recorded events: Xids, double-bit ECC, retired pages, 
 device fault drains the node through Ray) and, with pyudev (the ``[udev]`` extra), a monitor of
 devices that disappear or appear. Both report to a registry actor, from which ``ray-accel
 cluster``, ``ray-accel dashboard`` and the ``ray_rayaccel_device_health`` metric mark the node. ``status`` prints the
-marks. See :mod:`ray_accel_ext.cluster.health`.
+marks. ``watch`` runs this node's device watcher in the foreground until the node's raylet exits:
+the start hook spawns it by itself; run it by hand (``ray-accel health watch &`` before
+``ray start``) where nodes start without the hook. See :mod:`ray_accel_ext.cluster.health` and
+:mod:`ray_accel_ext.cluster.node_watch`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from ._common import add_format_option, print_json, table
 
 def register(sub) -> None:
     p = sub.add_parser("health", help="start or show the per-node device health monitors", description=__doc__)
-    p.add_argument("action", choices=("start", "status"), help="start the monitors, or show their marks")
+    p.add_argument("action", choices=("start", "status", "watch"),
+                   help="start the monitors, show their marks, or run this node's device watcher")
     p.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: $RAY_ADDRESS, else auto)")
     p.add_argument("--source", choices=("udev", "kernel"), default="udev",
                    help="udev netlink source: 'udev' needs udevd on the host, 'kernel' reads raw uevents")
@@ -26,6 +30,10 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "watch":
+        from ...cluster.node_watch import main
+
+        return main()
     from ...cluster.collect import _ensure_ray
     from ...cluster.device_watch import start_device_watchers
     from ...cluster.health import registry_marks, start_node_monitors
