@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ray_accel_ext.cluster.device_health import APPLICATION_XIDS, DeviceHealth, classify
-from ray_accel_ext.cluster.device_watch import node_devices, recorded_events
+from ray_accel_ext.backend import recorded_stream
+from ray_accel_ext.cluster.device_watch import node_devices
 from ray_accel_ext.host import open_host
 from ray_accel_ext.node.discovery import discover
 from tests.support.paths import HOSTS
@@ -43,7 +44,7 @@ def _replay(name: str):
     devices, resources = node_devices(discover(host))
     faults = []
     health = DeviceHealth(devices, node_id="n1", on_fault=faults.append)
-    for event in recorded_events(host):
+    for event in recorded_stream(host):
         health.handle(event)
     return health.state(), faults, resources
 
@@ -63,7 +64,7 @@ def test_recorded_application_xids_never_fail_or_drain():
 
 
 def test_a_live_host_has_no_recording():
-    assert recorded_events(open_host(NV / "l4-single-pcie")) is None
+    assert recorded_stream(open_host(NV / "l4-single-pcie")) is None
 
 
 def test_mig_gpus_are_watched_and_their_instances_held_by_the_fallback():

@@ -67,11 +67,6 @@ INTENDED: dict[str, frozenset[str]] = {
 ALLOWED = {
     # The demo command runs on the simulated cluster it is built on (test_architecture.py).
     ("ray_accel_ext.tools.commands.demo", "ray_accel_ext.testing.cluster"): "the demo's engine is the kit",
-    # The per-node device watcher reads each family's live fault source (NVML events, AMD RAS
-    # counters) directly; this is to become a declared backend capability so the watcher loads
-    # them through the registry like discovery does.
-    ("ray_accel_ext.cluster.device_watch", "ray_accel_ext.backends.nvidia_gpu.events"): "live fault sources, lazily",
-    ("ray_accel_ext.cluster.device_watch", "ray_accel_ext.backends.amd_gpu.ras"): "live fault sources, lazily",
     # A snapshot's recorded cloud metadata is served on loopback by the kit's server, for the demo's
     # nodes and for `--root SNAPSHOT` (tools/commands/_common.py host_for).
     ("ray_accel_ext.tools.commands.demo", "ray_accel_ext.testing.fake_metadata"): "snapshot metadata served by the kit",
