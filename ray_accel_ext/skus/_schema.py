@@ -25,6 +25,7 @@ _FILE_KEYS = {"schema", "family", "vendor", "vendor_id", "about", "sources", "sc
 _REQUIRED_ENTRY = ("device_id", "sku", "product", "generation", "memory_gib", "ray_accelerator_type", "interconnect", "source")
 _OPTIONAL_ENTRY = {
     "vendor_id", "subsystem", "nvml_name", "seen_subsystems", "nvlink_domain_gpus", "nvlinks",
+    "xgmi_links", "neuronlinks",
     "cores_per_device", "devices_per_host", "machine_types", "notes",
 }
 _LEFT_OUT_KEYS = {"vendor_id", "device_id", "pci_ids_name", "reason"}
@@ -64,6 +65,8 @@ class Entry:
     seen_subsystems: tuple[str, ...] = ()
     nvlink_domain_gpus: int | None = None
     nvlinks: int | None = None
+    xgmi_links: int | None = None
+    neuronlinks: int | None = None
     cores_per_device: int | None = None
     devices_per_host: int | None = None
     machine_types: tuple[tuple[str, int], ...] = ()
@@ -247,6 +250,8 @@ def _entry(v: _V, item: Any, path: str, family: str, vendor: str, default_vid: s
         seen_subsystems=tuple(v.pattern(s, f"{path}.seen_subsystems[{j}]", _SUBSYSTEM, "'0xVVVV:0xDDDD'") for j, s in enumerate(seen)),
         nvlink_domain_gpus=v.count(item.get("nvlink_domain_gpus"), f"{path}.nvlink_domain_gpus"),
         nvlinks=v.count(item.get("nvlinks"), f"{path}.nvlinks"),
+        xgmi_links=v.count(item.get("xgmi_links"), f"{path}.xgmi_links"),
+        neuronlinks=v.count(item.get("neuronlinks"), f"{path}.neuronlinks"),
         cores_per_device=v.count(item.get("cores_per_device"), f"{path}.cores_per_device"),
         devices_per_host=v.count(item.get("devices_per_host"), f"{path}.devices_per_host"),
         machine_types=tuple(

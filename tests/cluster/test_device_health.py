@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ray_accel_ext.cluster.device_health import APPLICATION_XIDS, DeviceHealth, classify
 from ray_accel_ext.backend import recorded_stream
+from ray_accel_ext.cluster.device_health import APPLICATION_XIDS, DeviceHealth, classify
 from ray_accel_ext.cluster.device_watch import node_devices
 from ray_accel_ext.host import open_host
 from ray_accel_ext.node.discovery import discover

@@ -43,6 +43,7 @@ from ...hw.nics import list_rdma_nics, nearest_nics, nics_of, pcie_switch_of
 from ...hw.pci import PCI_DEVICES, PciFunction, read_listed_function
 from ...labels import sanitize_value
 from ...model import Device, Fabric, Link, NodeDescription, Problem, Sku
+from ...problems import LINK_DOWN
 from ...skus import ray_names
 from .._reading import any_readable, library_reading, never_raises
 from .._sku import identify_function, node_identity, pci_description, to_sku
@@ -129,6 +130,8 @@ class AMDGPUBackend(AcceleratorBackend):
             ))
 
         links = _links(host, gpus, problems)
+        if not partitioned:
+            problems.extend(_xgmi_down(devices, links, ident.entry if ident is not None else None))
         fabric = _fabric(host, gpus, problems)
         if HIP not in host.env and ROCR in host.env:
             problems.append(f"{ROCR} is set without {HIP}: Ray 2.60's AMD manager refuses that "
@@ -252,6 +255,22 @@ def _links(host: Host, gpus: list[kfd.GpuNode], problems: list[Problem | str]) -
             continue
         pairs.update((min(i, index_of[p]), max(i, index_of[p])) for p in peers if p in index_of and index_of[p] != i)
     return tuple(Link(a=a, b=b, kind="xgmi") for a, b in sorted(pairs))
+
+
+def _xgmi_down(devices: list[Device], links: tuple[Link, ...], entry: Any) -> list[Problem]:
+    """A ``link-down`` problem for each GPU with fewer XGMI peers than its board gives it (the SKU
+    database's ``xgmi_links``; MI300X OAM: 7, a fully connected 8-GPU platform). Only on a node
+    with the whole platform (links + 1 GPUs): a VM given some of the GPUs sees only their links."""
+    want = getattr(entry, "xgmi_links", None)
+    if not want or len(devices) != want + 1:
+        return []
+    peers = {d.index: 0 for d in devices}
+    for link in links:
+        peers[link.a] += 1
+        peers[link.b] += 1
+    return [Problem(code=LINK_DOWN, device=d.index, message=(
+        f"GPU {d.index} ({d.pci_address}) has {peers[d.index]} of its {want} XGMI links active; collectives "
+        "through it fall back to PCIe or hang")) for d in devices if peers[d.index] < want]
 
 
 def _fabric(host: Host, gpus: list[kfd.GpuNode], problems: list[Problem | str]) -> Fabric:

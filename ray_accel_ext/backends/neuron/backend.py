@@ -46,7 +46,7 @@ from .read import (
     run_neuron_ls,
 )
 from .skus import Generation, NeuronTable, load_table
-from .topology import fabric_of, links_of, note_unreadable, with_coords
+from .topology import fabric_of, links_down, links_of, note_unreadable, with_coords
 
 __all__ = ["NeuronBackend", "core_ids", "NEURON_LS_TIMEOUT_S", "LNC_ENV", "VISIBLE_CORES_ENV", "CORES_PER_DEVICE_ENV"]
 
@@ -139,6 +139,7 @@ class NeuronBackend(AcceleratorBackend):
             )
 
         links = links_of(numbers, sysfs, ls, gen, table, problems)
+        problems.extend(links_down(numbers, sysfs, ls, gen, table.instance(location.instance_type)))
         us = read_ultraserver(host, problems)
         fabric = fabric_of(host, table, location.instance_type, us, gen, len(devices), problems)
         devices = with_coords(devices, links, fabric)

@@ -34,6 +34,7 @@ class Generation:
     memory_bytes: int | None
     interconnect: str | None
     topology: str | None  # "ring" | "2d-torus"
+    neuronlinks: int | None = None  # NeuronLink peers per device within its instance
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ def _generation(name: str, entries: list[skus.Entry], raw: dict[str, Any]) -> Ge
         memory_bytes=first.memory_bytes,
         interconnect=first.interconnect,
         topology=raw.get("topology"),
+        neuronlinks=first.neuronlinks,
     )
 
 

@@ -8,10 +8,11 @@ import dataclasses
 from ...host import Host
 from ...hw.cloud import host_fabric
 from ...model import Device, Fabric, Link, Problem
+from ...problems import LINK_DOWN
 from .read import CLASS_DIR, LsDevice, SysfsDevice, UltraServerIds
-from .skus import Generation, NeuronTable
+from .skus import Generation, InstanceType, NeuronTable
 
-__all__ = ["links_of", "note_unreadable", "fabric_of", "with_coords"]
+__all__ = ["links_of", "links_down", "note_unreadable", "fabric_of", "with_coords"]
 
 
 def links_of(numbers: list[int], sysfs: dict[int, SysfsDevice], ls: dict[int, LsDevice] | None,
@@ -34,6 +35,28 @@ def links_of(numbers: list[int], sysfs: dict[int, SysfsDevice], ls: dict[int, Ls
         if b in index and b != a
     }
     return tuple(Link(a=a, b=b, kind=kind) for a, b in sorted(pairs))
+
+
+def links_down(numbers: list[int], sysfs: dict[int, SysfsDevice], ls: dict[int, LsDevice] | None,
+               gen: Generation | None, instance: InstanceType | None) -> list[Problem]:
+    """A ``link-down`` problem for each device listing fewer NeuronLink neighbours than its
+    generation gives it (the SKU database's ``neuronlinks``; Trainium2: 4), as the driver's
+    ``connected_devices`` or ``neuron-ls`` list them (never the packaged table). Only on a node
+    with every device of its instance type: a smaller one has no full torus to compare with."""
+    want = gen.neuronlinks if gen is not None else None
+    if not want or instance is None or len(numbers) != instance.devices:
+        return []
+    out = []
+    for index, n in enumerate(numbers):
+        listed = sysfs[n].connected if n in sysfs and sysfs[n].connected is not None else None
+        if listed is None and ls is not None and n in ls:
+            listed = ls[n].connected
+        active = len({p for p in listed or () if p != n})
+        if listed is not None and active < want:
+            out.append(Problem(code=LINK_DOWN, device=index, message=(
+                f"neuron{n} lists {active} of its {want} NeuronLink neighbours; collectives through it "
+                "take another path or hang")))
+    return out
 
 
 def note_unreadable(sysfs: dict[int, SysfsDevice], ls: dict[int, LsDevice] | None, gen: Generation | None,
