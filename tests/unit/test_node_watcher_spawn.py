@@ -1,0 +1,40 @@
+"""Node start spawns one device watcher per node with accelerators (``ray_accel_ext.node.watcher``),
+off with ``RAY_ACCEL_HEALTH_WATCH=0``, never waited for; the watcher finds its raylet by the token
+the hook leaves in the environment the raylet inherits."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from ray_accel_ext.cluster.node_watch import find_raylet, raylet_alive
+from ray_accel_ext.host import open_host
+from ray_accel_ext.node.discovery import discover
+from ray_accel_ext.node.watcher import TOKEN_ENV, WATCHER_MODULE, spawn_watcher
+from tests.support.paths import HOSTS
+
+L4 = HOSTS / "nvidia_gpu" / "l4-single-pcie"
+
+
+def test_off_by_setting_and_for_nodes_without_accelerators():
+    inventory = discover(open_host(L4))
+    env = {"RAY_ACCEL_HEALTH_WATCH": "0"}
+    assert spawn_watcher(inventory, env) is None and TOKEN_ENV not in env
+    empty = discover(open_host(HOSTS / "nvidia_gpu" / "no-accelerators"))
+    assert spawn_watcher(empty, {}) is None and spawn_watcher(None, {}) is None
+
+
+def test_the_watcher_is_spawned_with_a_token_and_not_waited_for():
+    inventory = discover(open_host(L4))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ACCEL_HEALTH_WATCH"}
+    pid = spawn_watcher(inventory, env)
+    try:
+        assert pid is not None and len(env[TOKEN_ENV]) == 32
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert WATCHER_MODULE.encode() in f.read()
+        assert find_raylet(env[TOKEN_ENV]) is None  # no raylet carries this token: it keeps waiting
+        assert raylet_alive(pid)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert not raylet_alive(pid)
