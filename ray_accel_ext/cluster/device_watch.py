@@ -94,7 +94,7 @@ class NodeWatch:
             by_family.setdefault(d["backend"], []).append(d)
         backends = fault_backends(set(by_family))
         host = self._host()
-        recorded = {n: b.recorded_faults(host, by_family[n]) for n, b in backends.items()}
+        recorded = {n: self._recorded(b, host, by_family[n]) for n, b in backends.items()}
         if any(r is not None for r in recorded.values()):
             events = [e for n in sorted(recorded) for e in recorded[n] or []]
             self._spawn("replay", lambda: self._replay(events))
@@ -102,6 +102,15 @@ class NodeWatch:
         for name, backend in sorted(backends.items()):
             self._spawn(name, lambda b=backend, n=name: self._live(b, by_family[n]))
         return self
+
+    @staticmethod
+    def _recorded(backend: Any, host: Any, devices: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        try:
+            return backend.recorded_faults(host, devices)
+        except Exception as exc:  # noqa: BLE001 - a vendor's reader must not stop the others
+            _log.warning("ray_accel_ext: the %s recorded faults are unreadable: %s: %s", backend.name,
+                         type(exc).__name__, exc)
+            return None
 
     def _spawn(self, name: str, target: Callable[[], Any]) -> None:
         thread = threading.Thread(target=target, name=f"ray-accel-faults-{name}", daemon=True)
