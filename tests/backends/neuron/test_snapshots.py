@@ -51,6 +51,11 @@ DOCUMENTED = {
     "inf2-xlarge": (2, {**INF2, "rayaccel.io/discovery": "ok", "neuron.rayaccel.io/instance-type": "inf2.xlarge",
                         "rayaccel.io/fabric-domain": "ip-10-0-2-11", "rayaccel.io/numa-nodes": "1"},
                     ("rayaccel.io/gpudirect", "rayaccel.io/fabric-topology")),
+    # The same host with the driver's hardware ECC counters and a recorded fatal ECC stream:
+    # nothing of it shows at start (tests/cluster/test_fault_sources.py replays the stream).
+    "inf2-xlarge-ecc-fatal": (2, {**INF2, "rayaccel.io/discovery": "ok", "neuron.rayaccel.io/instance-type": "inf2.xlarge",
+                                  "rayaccel.io/fabric-domain": "inf2-ecc-3", "rayaccel.io/numa-nodes": "1"},
+                              ("rayaccel.io/gpudirect", "rayaccel.io/fabric-topology")),
     "inf2-xlarge-imds-no-token": (2, {**INF2, "rayaccel.io/discovery": "degraded"},
                                   ("neuron.rayaccel.io/instance-type",)),
     "trn1-32xlarge": (32, {
