@@ -13,7 +13,8 @@ bound it first), or because it timed out registering with a busy GCS, is started
 ports and a fresh temp dir, up to ``PORT_ATTEMPTS`` starts in all.
 
 Each node also carries the label ``sim.rayaccel.io/node=<name>`` so tests can tell nodes apart;
-it is the harness's, not the hook's.
+it is the harness's, not the hook's. Nodes start without the hook's device watcher (one Ray driver
+per node) unless ``env`` sets ``RAY_ACCEL_HEALTH_WATCH=1``.
 
     with SimulatedCluster() as cluster:
         cluster.add_node("tests/data/hosts/nvidia_gpu/h100-sxm-8gpu-dgx", name="h100")
@@ -144,6 +145,9 @@ class SimulatedCluster:
         node_env = dict(self.base_env)
         node_env.update(self._auth_env())
         node_env["RAY_USAGE_STATS_ENABLED"] = "0"
+        # The hook's device watcher is one more Ray driver per node; a test that wants it passes
+        # env={"RAY_ACCEL_HEALTH_WATCH": "1"} (tests/cluster/test_device_health_ray.py).
+        node_env["RAY_ACCEL_HEALTH_WATCH"] = "0"
         if self.hook:
             node_env["RAY_START_HOOK"] = HOOK
         servers = None

@@ -23,6 +23,7 @@ from tests.support.paths import HOSTS  # noqa: E402
 pytestmark = pytest.mark.ray
 
 NV = HOSTS / "nvidia_gpu"
+WATCH = {"RAY_ACCEL_HEALTH_WATCH": "1"}  # the kit's nodes start without it otherwise
 
 
 @ray.remote(num_cpus=0)
@@ -80,8 +81,8 @@ def _gone(pid: int, limit_s: float = 120.0) -> bool:
 def test_fatal_xid_drains_its_node_and_application_xid_does_not():
     with SimulatedCluster() as cluster:
         cluster.add_node(NV / "no-accelerators", name="head", num_cpus=1)
-        cluster.add_node(NV / "l4-xid-fatal", name="bad", num_cpus=1)
-        cluster.add_node(NV / "l4-xid-application", name="good", num_cpus=1)
+        cluster.add_node(NV / "l4-xid-fatal", name="bad", num_cpus=1, env=WATCH)
+        cluster.add_node(NV / "l4-xid-application", name="good", num_cpus=1, env=WATCH)
         cluster.connect()
         bad, good = cluster.ray_node("bad")["NodeID"], cluster.ray_node("good")["NodeID"]
         on_bad = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(bad, soft=False)

@@ -92,11 +92,11 @@ class NvidiaGPUBackend(AcceleratorBackend):
         return never_raises(lambda: any_readable(functions_of(host, (NVIDIA_VENDOR_ID,)), lambda a: _gpu_ids(host, a) is not None))
 
     def watch_faults(self, host, devices, on_event, stop) -> bool:
-        """Live faults through NVML events and counters (:mod:`.events`); the recorded stream is
-        the default reader's."""
+        """Live faults through NVML events and counters (:mod:`.events`), on the real machine only
+        (NVML does not read under a root); the recorded stream is the default reader's."""
         from .events import watch
 
-        return watch(on_event, stop)
+        return str(host().root) == "/" and watch(on_event, stop)
 
     def describe(self, host: Host) -> NodeDescription:
         """GPUs with SKU, NUMA/CPU/switch/NIC affinity, NVLink links and the NVLink fabric."""
