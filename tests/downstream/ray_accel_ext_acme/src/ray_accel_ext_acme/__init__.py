@@ -1,5 +1,5 @@
 """Acme NPUs for ray_accel_ext."""
-from ray_accel_ext.backend import AcceleratorBackend, Capabilities, poll_faults
+from ray_accel_ext.backend import AcceleratorBackend, Capabilities
 from ray_accel_ext.errors import HostReadError
 from ray_accel_ext.model import Device, NodeDescription, Sku
 
@@ -33,25 +33,7 @@ class AcmeNPUBackend(AcceleratorBackend):
             attributes={f"{self.label_prefix}/npu.firmware": host.read_text(f"{NPUS}/{names[0]}/firmware").strip()},
         )
 
-    def watch_faults(self, host, devices, on_event, stop):
-        """Live device faults: an NPU's ``uncorrectable_errors`` count growing after start (the
-        recorded stream is the default reader's, ``libraries/device_events.json``)."""
+    def watch_faults(self, host, devices, on_event, stop):  # optional: device faults after start
+        from .faults import watch_uncorrectable
 
-        def counts(h):
-            out = {}
-            for d in devices:
-                text = (h.read_optional(f"{NPUS}/npu{d['index']}/uncorrectable_errors") or "0").strip()
-                out[d["id"]] = int(text) if text.isdigit() else 0
-            return out
-
-        baseline = counts(host())
-
-        def sample():
-            now, events = counts(host()), []
-            for dev, n in now.items():
-                if n > baseline[dev]:
-                    events.append({"device": dev, "kind": "ras_uncorrectable", "count": n - baseline[dev]})
-                    baseline[dev] = n
-            return events
-
-        return poll_faults(sample, on_event, stop)
+        return watch_uncorrectable(NPUS, host, devices, on_event, stop)
