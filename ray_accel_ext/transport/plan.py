@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import RuntimeTopologyError
+from ..model import Device
 from . import efa, gloo, nccl, neuron, tpu, ucx
 from .context import DEFAULT_PORTS, PlanContext
 from .model import DomainPlan, HostPlan, HostView, RankPlan, ReservedDomain, TransportPlanError
@@ -67,7 +68,8 @@ class TransportPlan:
 
     @property
     def resource(self) -> str:
-        """The Ray resource the ranks hold (``GPU``, ``TPU``, ``neuron_cores``; ``""`` for CPU hosts)."""
+        """The Ray resource the ranks hold (``GPU``, ``TPU``, ``neuron_cores``, a MIG profile's
+        ``mig-1g.10gb``; ``""`` for CPU hosts)."""
         return next((v.resource for v in self._views.values() if v.resource), "")
 
     @property
@@ -106,6 +108,11 @@ class TransportPlan:
                 if wanted[0] in r.units:
                     return r
         return ranks[0]
+
+    def devices_of(self, rank: RankPlan) -> tuple[Device, ...]:
+        """The devices ``rank``'s units are on, with their NUMA node, CPUs and nearest NICs (a MIG
+        instance's are its GPU's); empty where the host was planned from labels alone."""
+        return self._views[rank.node_id].devices_of(rank.units)
 
     def env_for(self, node_id: str, units: Sequence[int] = ()) -> tuple[RankPlan, dict[str, str]]:
         """The rank for a worker on ``node_id`` holding ``units``, and the environment it needs."""
