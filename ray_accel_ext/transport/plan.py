@@ -26,7 +26,7 @@ from . import efa, gloo, nccl, neuron, tpu, ucx
 from .context import DEFAULT_PORTS, PlanContext
 from .model import DomainPlan, HostPlan, HostView, RankPlan, ReservedDomain, TransportPlanError
 from .order import host_sort_key
-from .view import view_of
+from .view import PARTITION_PREFIX, view_of
 
 __all__ = ["TransportPlan", "plan_transport", "LIBRARIES", "VARIABLES"]
 
@@ -173,7 +173,8 @@ def _split(view: HostView, units_per_rank: int | None) -> list[tuple[int, ...]]:
     units = view.units
     if not units:
         return [()]
-    per = units_per_rank or (1 if view.resource == "GPU" else len(units))
+    # A GPU per rank; a MIG instance per rank too (CUDA enumerates one per process).
+    per = units_per_rank or (1 if view.resource == "GPU" or view.resource.startswith(PARTITION_PREFIX) else len(units))
     if per <= 0 or len(units) % per:
         raise TransportPlanError(
             f"host {view.hostname}: {len(units)} {view.resource} do not split into ranks of {per}",
