@@ -16,6 +16,12 @@ the registry, before ``import ray`` builds its worker (``worker.py`` reads every
 ids once, at import). Each adapter asks the family's backend, loaded lazily on the first task that
 holds its devices, for ``visible_devices_env(devices)``.
 
+A partition family (NVIDIA MIG: ``mig-1g.10gb``) carries ``units``, the visible-devices value of
+each of its units (``MIG-<uuid>``), and needs no backend: its adapter writes the units this task
+holds into ``CUDA_VISIBLE_DEVICES``, after Ray's own GPU manager (:func:`_partitions_last`), and
+reports no visible ids of its own, so Ray never maps its slots through a variable that lists whole
+GPUs.
+
 The adapters never count devices themselves (``get_current_node_num_accelerators`` is 0): Ray
 resolves one accelerator family per node in hash order, and an adapter that counted would race
 Ray's own GPU/TPU/Neuron managers for it (``reference/ray-2.60.md`` 8.5). The node's count is the

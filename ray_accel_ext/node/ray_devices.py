@@ -14,10 +14,15 @@ GCS, the raylet and every worker inherit:
   resource names of Ray's registry less ``GPU``, which is what Ray's default holds) plus the new
   names; Ray replaces its default with this value, so it keeps every name it had.
 
+MIG instances are handed on the same way: each partition resource (``mig-1g.10gb``) is a family
+whose ``units`` are its instances' ``MIG-<uuid>``, so Ray's worker setup gives a task exactly its
+instance (the adapter's side: ``_ray_accel_ext_devices``).
+
 Ray's own families (``GPU``, ``TPU``, ``neuron_cores``, ``NPU`` ...) are never touched, and on a
-node without an out-of-tree family nothing is written. ``RAY_ACCEL_DEVICE_ISOLATION=off`` turns
-it off. Every private interface is probed for its shape first (:func:`problem`); where a probe
-fails the node starts without isolation and says why.
+node without an out-of-tree family or a MIG instance nothing is written.
+``RAY_ACCEL_DEVICE_ISOLATION=off`` turns it off. Every private interface is probed for its shape
+first (:func:`problem`); where a probe fails the node starts without isolation, degraded, with a
+coded problem (``device-isolation-unavailable``; ``device-isolation-failed`` for the unexpected).
 """
 
 from __future__ import annotations
