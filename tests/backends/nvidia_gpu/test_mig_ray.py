@@ -61,6 +61,20 @@ def _hold_all(node_id: str, count: int) -> list[dict]:
                    timeout=300)
 
 
+def _held_in_a_placement_group(instances: set[str]) -> None:
+    """Bundles of one instance each: Ray names the slots by the group; each task gets its own."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    pg = ray.util.placement_group([{"mig-1g.10gb": 1}] * 2, strategy="STRICT_PACK")
+    ray.get(pg.ready(), timeout=120)
+    barrier = Barrier.remote(2)
+    held = ray.get([hold_one_instance.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, i)).remote(barrier)
+                    for i in range(2)], timeout=300)
+    ray.util.remove_placement_group(pg)
+    assert len({h["cuda"] for h in held}) == 2 and {h["cuda"] for h in held} <= instances, held
+    assert all(h["fallback"] == h["cuda"] for h in held) and len({h["node"] for h in held}) == 1, held
+
+
 def test_concurrent_instance_holders_see_disjoint_mig_uuids_and_whole_gpus_avoid_mig():
     (partly_desc,) = discover(open_host(PARTLY)).descriptions
     (all_desc,) = discover(open_host(ALL_MIG)).descriptions
@@ -74,6 +88,7 @@ def test_concurrent_instance_holders_see_disjoint_mig_uuids_and_whole_gpus_avoid
             assert all(h["fallback"] == h["cuda"] and h["GPU"] == [] for h in held), held
             assert sorted(i for h in held for i in h["ids"]) == [str(i) for i in range(len(desc.partitions))]
             assert {(h["numa"], h["gpu"]) for h in held} == {(desc.partitions[0].numa_node, desc.partitions[0].device)}
+        _held_in_a_placement_group({p.id for d in (partly_desc, all_desc) for p in d.partitions})
         partly = cluster.ray_node("partly")["NodeID"]
         whole = ray.get([whole_gpu.remote() for _ in range(2)], timeout=300)
         assert {(w["node"], w["cuda"]) for w in whole} == {(partly, "0")}
