@@ -16,6 +16,12 @@ the registry, before ``import ray`` builds its worker (``worker.py`` reads every
 ids once, at import). Each adapter asks the family's backend, loaded lazily on the first task that
 holds its devices, for ``visible_devices_env(devices)``.
 
+A partition family (NVIDIA MIG: ``mig-1g.10gb``) carries ``units``, the visible-devices value of
+each of its units (``MIG-<uuid>``), and needs no backend: its adapter writes the units this task
+holds into ``CUDA_VISIBLE_DEVICES``, after Ray's own GPU manager (:func:`_partitions_last`), and
+reports no visible ids of its own, so Ray never maps its slots through a variable that lists whole
+GPUs.
+
 The adapters never count devices themselves (``get_current_node_num_accelerators`` is 0): Ray
 resolves one accelerator family per node in hash order, and an adapter that counted would race
 Ray's own GPU/TPU/Neuron managers for it (``reference/ray-2.60.md`` 8.5). The node's count is the
@@ -97,8 +103,43 @@ class _Backend:
         return {var: ",".join(str(i) for i in ids)} if var else {}
 
 
-def make_manager(family: dict):
-    """An AcceleratorManager subclass for one handed-on family (Ray calls its static methods)."""
+def _held_units(partitions: list, own: str, ids) -> list[str]:
+    """The unit values (``MIG-<uuid>``) of every partition family this task holds, by resource
+    name: each partition adapter writes this same value, so their order does not matter."""
+    try:
+        import ray
+
+        worker = ray._private.worker.global_worker
+        held = {f["resource"]: worker.get_accelerator_ids_for_accelerator_resource(
+            f["resource"], f"^{f['resource']}_group_[0-9A-Za-z]+$") for f in partitions}
+    except Exception:  # noqa: BLE001 - a Ray without that method: this family's own ids
+        held = {own: ids}
+    held[own] = held.get(own) or ids
+    out = []
+    for family in sorted(partitions, key=lambda f: f["resource"]):
+        units = family["units"]
+        slots = sorted({int(i) for i in held.get(family["resource"]) or ()})
+        out += [units[i] for i in slots if 0 <= i < len(units)]
+    return out
+
+
+def _partition_methods(family: dict, partitions: list) -> dict:
+    """What differs for a partition family (``units``: the visible-devices value of each unit)."""
+    name, var = family["resource"], family.get("env_var") or None
+
+    def set_visible(ids):
+        if not ids or var is None:
+            return  # never blank the variable: with override-on-zero Ray calls every manager
+        os.environ[var] = ",".join(_held_units(partitions, name, [str(i) for i in ids]))
+
+    # None: Ray must not map this family's slots through the variable, which lists whole GPUs.
+    return {"get_current_process_visible_accelerator_ids": lambda: None,
+            "set_current_process_visible_accelerator_ids": set_visible}
+
+
+def make_manager(family: dict, partitions: list | None = None):
+    """An AcceleratorManager subclass for one handed-on family (Ray calls its static methods);
+    ``partitions``: every partition family of the node, for one of them."""
     from ray._private.accelerators.accelerator import AcceleratorManager
 
     name, var = family["resource"], family.get("env_var") or None
@@ -135,6 +176,8 @@ def make_manager(family: dict):
         "set_current_process_visible_accelerator_ids": set_visible,
         "get_current_node_accelerator_labels": lambda: None,
     }
+    if family.get("units") is not None:
+        methods.update(_partition_methods(family, partitions or [family]))
     attrs = {k: staticmethod(v) for k, v in methods.items()}
     attrs.update(__module__=__name__, __doc__=f"ray_accel_ext adapter for {family.get('backend')} ({name})")
     return type(f"RayAccelExt_{family.get('backend') or name}_Manager", (AcceleratorManager,), attrs)
@@ -150,7 +193,9 @@ def install(found=None) -> list[str]:
         return []
     original = getattr(acc.get_all_accelerator_managers, _MARK, acc.get_all_accelerator_managers)
     own = {m.get_resource_name() for m in original()}
-    managers = [make_manager(f) for f in found if f["resource"] not in own]
+    found = [f for f in found if f["resource"] not in own]
+    partitions = [f for f in found if f.get("units") is not None]
+    managers = [make_manager(f, partitions) for f in found]
     if not managers:
         return []
 
@@ -159,9 +204,39 @@ def install(found=None) -> list[str]:
 
     setattr(get_all_accelerator_managers, _MARK, original)
     acc.get_all_accelerator_managers = get_all_accelerator_managers
+    if partitions:
+        _partitions_last(acc, {f["resource"] for f in partitions})
     # get_accelerator_manager_for_resource caches name -> manager on first use (during `import ray`).
     acc.get_accelerator_manager_for_resource.__dict__.pop(_CACHE, None)
     return [m.get_resource_name() for m in managers]
+
+
+class _PartitionsLast(set):
+    """Resource names that iterate in a fixed order: sorted, partition families last."""
+
+    last: frozenset = frozenset()
+
+    def __iter__(self):
+        return iter(sorted(set.__iter__(self), key=lambda n: (n in self.last, n)))
+
+
+def _partitions_last(acc, last: set) -> None:
+    """Make a partition family's variable win over Ray's own GPU manager, which writes
+    CUDA_VISIBLE_DEVICES too: its ids for a task with ``num_gpus``, and "" for every task without
+    GPUs while RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO is on (Ray 2.55's default; off by default in
+    2.60). Ray calls the managers in the order of ``get_accelerator_ids()``'s dict
+    (``ray/_private/utils.py`` set_visible_accelerator_ids: 2.60 lines 288-305, 2.55 lines 283-295),
+    which is the iteration order of ``get_all_accelerator_resource_names()``
+    (``ray/runtime_context.py:589-596`` in both): a set of strings, in an order that changes with
+    each process's hash seed. Iterated with the partitions last, the partition adapter writes last."""
+    original = getattr(acc.get_all_accelerator_resource_names, _MARK, acc.get_all_accelerator_resource_names)
+    ordered = type("_Ordered", (_PartitionsLast,), {"last": frozenset(last)})
+
+    def get_all_accelerator_resource_names():
+        return ordered(original())
+
+    setattr(get_all_accelerator_resource_names, _MARK, original)
+    acc.get_all_accelerator_resource_names = get_all_accelerator_resource_names
 
 
 def _install_quietly() -> None:

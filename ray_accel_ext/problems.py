@@ -83,6 +83,7 @@ TPU_PROCESS_LAYOUT = "tpu-process-layout"
 RAY_INTERFACE_MISSING = "ray-interface-missing"
 DEVICE_ISOLATION_OFF = "device-isolation-off"
 DEVICE_ISOLATION_UNAVAILABLE = "device-isolation-unavailable"
+DEVICE_ISOLATION_FAILED = "device-isolation-failed"
 SKU_UNKNOWN = "sku-unknown"
 GENERATION_UNSUPPORTED = "generation-unsupported"
 SKU_FILE = "sku-file"
@@ -202,6 +203,10 @@ _BUILTIN: dict[str, ProblemCode] = dict([
           "tasks of a family outside Ray's tree would not be given their own devices",
           "reinstall ray-accel-ext so that ray_accel_ext_devices.pth is in site-packages (docs/vendors.md, \"What a "
           "backend gets at runtime\")"),
+    _code(DEVICE_ISOLATION_FAILED, "error",
+          "handing a family's devices on to Ray's workers failed, so its tasks would share every device",
+          "a bug: report it with the `ray start` log line and a snapshot from `ray-accel record DIR`; until then a "
+          "MIG task can call backends.nvidia_gpu.worker.use_my_partition() (docs/operations.md, \"MIG\")"),
     _code(SKU_UNKNOWN, "warning",
           "devices whose PCI id the SKU database does not know were counted without a known SKU",
           "the devices are counted and scheduled; to give them their SKU, generation and memory, add their PCI id "

@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..compat import MIN_RAY_VERSION, interface_problem, is_supported_ray, ray_version
@@ -152,6 +152,17 @@ def _discover(root: Any, deadline: Deadline, environ: Mapping[str, str]) -> Node
                      found.backends)
 
 
+def _devices_handed_off(found: NodeStart) -> NodeStart:
+    """Hand the node's devices on to Ray's workers (:mod:`.ray_devices`); a family that cannot be
+    isolated makes the node degraded, its coded problem in the inventory handed on."""
+    _, problems = hand_off_devices(found.inventory, found.backends)
+    if not problems or found.inventory is None:
+        return found
+    inventory = replace(found.inventory, problems=(*found.inventory.problems, *problems))
+    spec = RayNodeSpec(resources=found.spec.resources, labels={**found.spec.labels, DISCOVERY: "degraded"})
+    return replace(found, inventory=inventory, spec=spec)
+
+
 def hand_off(
     inventory: NodeInventory | None, name: str | None, environ=None, *, tpu_identity: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -208,11 +219,10 @@ def start_hook(ray_params: Any, head: bool) -> None:
                 "resources/labels. The start hook continues.", *MIN_RAY_VERSION, ray_version(),
             )
         deadline = start_deadline(os.environ)
-        found = _node(None, deadline, os.environ)
+        found = _devices_handed_off(_node(None, deadline, os.environ))
         spec = found.spec
         merge_into_params(ray_params, spec, time_limit_s=ray_native_limit(deadline))
         handed = hand_off(found.inventory, found.hostname, tpu_identity=found.tpu_identity)
-        hand_off_devices(found.inventory, found.backends)
         spawn_watcher(found.inventory)
         tpu_env = {k: v for k, v in handed.items() if k.startswith("TPU_")}
         if tpu_env:
@@ -258,7 +268,6 @@ def init(*args: Any, root: str | os.PathLike[str] | None = None, **kwargs: Any):
     if address not in (None, "local"):
         log.info("ray_accel_ext.init: connecting to %s; node labels come from that node's start hook", address)
         return ray.init(*args, **kwargs)
-    found = _node(root, start_deadline(os.environ), os.environ)
+    found = _devices_handed_off(_node(root, start_deadline(os.environ), os.environ))
     hand_off(found.inventory, found.hostname, tpu_identity=found.tpu_identity)
-    hand_off_devices(found.inventory, found.backends)
     return ray.init(*args, **merge_into_init_kwargs(kwargs, found.spec))

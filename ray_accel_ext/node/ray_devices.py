@@ -14,10 +14,15 @@ GCS, the raylet and every worker inherit:
   resource names of Ray's registry less ``GPU``, which is what Ray's default holds) plus the new
   names; Ray replaces its default with this value, so it keeps every name it had.
 
+MIG instances are handed on the same way: each partition resource (``mig-1g.10gb``) is a family
+whose ``units`` are its instances' ``MIG-<uuid>``, so Ray's worker setup gives a task exactly its
+instance (the adapter's side: ``_ray_accel_ext_devices``).
+
 Ray's own families (``GPU``, ``TPU``, ``neuron_cores``, ``NPU`` ...) are never touched, and on a
-node without an out-of-tree family nothing is written. ``RAY_ACCEL_DEVICE_ISOLATION=off`` turns
-it off. Every private interface is probed for its shape first (:func:`problem`); where a probe
-fails the node starts without isolation and says why.
+node without an out-of-tree family or a MIG instance nothing is written.
+``RAY_ACCEL_DEVICE_ISOLATION=off`` turns it off. Every private interface is probed for its shape
+first (:func:`problem`); where a probe fails the node starts without isolation, degraded, with a
+coded problem (``device-isolation-unavailable``; ``device-isolation-failed`` for the unexpected).
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from ..model import NodeInventory
+from .. import problems as codes
+from ..labels import is_valid_value, partition_resource
+from ..model import NodeInventory, Problem
 
 __all__ = ["SETTING_ENV", "DEVICES_ENV", "UNIT_ENV", "PTH_NAME", "enabled", "problem", "plan", "hand_off_devices"]
 
@@ -119,7 +126,24 @@ def plan(inventory: NodeInventory, declared: Mapping[str, Any], own: set[str]) -
             "accelerator_type": desc.sku.ray_accelerator_type,
             "devices": [d.to_dict() for d in desc.devices],
         })
-    return out
+    return out + _partition_families(inventory, declared, own)
+
+
+def _partition_families(inventory: NodeInventory, declared: Mapping[str, Any], own: set[str]) -> list[dict[str, Any]]:
+    """One family per partition resource (``mig-1g.10gb``): ``units`` lists each unit's
+    visible-devices value (``MIG-<uuid>``) in the node's order, the order Ray's unit ids count and
+    the order :func:`ray_accel_ext.backends.nvidia_gpu.worker.partition_of` reads."""
+    by_name: dict[str, dict[str, Any]] = {}
+    for desc in inventory.descriptions:
+        var = getattr(declared.get(desc.backend), "visible_devices_env_var", None)
+        for part in desc.partitions:
+            name = partition_resource(part.profile)
+            if name in own or name in _RESERVED or not is_valid_value(name):
+                continue
+            family = by_name.setdefault(name, {"resource": name, "backend": desc.backend, "entry": "", "env_var": var,
+                                               "accelerator_type": None, "devices": [], "units": []})
+            family["units"].append(part.id)
+    return list(by_name.values())
 
 
 def _unit_list(environ: Mapping[str, str], own: set[str], new: list[str]) -> str:
@@ -136,12 +160,23 @@ def _encode(found: list[dict[str, Any]]) -> str:
     return text
 
 
+def _problems(code: str, found: list[dict[str, Any]], text: str) -> list[Problem]:
+    """One coded problem per backend whose families lose their isolation."""
+    by_backend: dict[str, list[str]] = {}
+    for family in found:
+        by_backend.setdefault(family["backend"], []).append(family["resource"])
+    return [Problem(code=code, backend=backend, message=f"device isolation for {', '.join(names)} is off on this node: {text}")
+            for backend, names in by_backend.items()]
+
+
 def hand_off_devices(
     inventory: NodeInventory | None, declared: Mapping[str, Any], environ: MutableMapping[str, str] | None = None
-) -> tuple[dict[str, str], list[str]]:
+) -> tuple[dict[str, str], list[Problem]]:
     """Write the isolation variables into ``environ`` (default ``os.environ``) for the families of
-    ``inventory`` outside Ray's registry. Returns (what was written, problems). Never raises."""
+    ``inventory`` outside Ray's registry. Returns (what was written, coded problems: the node is
+    degraded, since its tasks would share devices). Never raises."""
     environ = os.environ if environ is None else environ
+    found: list[dict[str, Any]] = []
     try:
         if inventory is None or not inventory.descriptions:
             return {}, []
@@ -157,14 +192,14 @@ def hand_off_devices(
             return {}, []
         why = problem()
         if why is not None:
-            text = f"device isolation for {', '.join(names)} is off on this node: {why}"
-            log.warning("ray_accel_ext: %s", text)
-            return {}, [text]
+            log.warning("ray_accel_ext: device isolation for %s is off on this node: %s", ", ".join(names), why)
+            return {}, _problems(codes.DEVICE_ISOLATION_UNAVAILABLE, found, why)
         out = {DEVICES_ENV: _encode(found), UNIT_ENV: _unit_list(environ, own, names)}
         environ.update(out)
         log.info("ray_accel_ext: Ray isolates %s per task (%s=%s)", ", ".join(names), UNIT_ENV, out[UNIT_ENV])
         return out, []
     except Exception as exc:  # noqa: BLE001 - the node starts whatever happens here
-        text = f"device isolation failed: {type(exc).__name__}: {exc}"
-        log.warning("ray_accel_ext: %s", text)
-        return {}, [text]
+        text = f"{type(exc).__name__}: {exc}"
+        log.warning("ray_accel_ext: device isolation failed: %s", text)
+        return {}, _problems(codes.DEVICE_ISOLATION_FAILED, found, f"the hand-off failed: {text}") or [
+            Problem(code=codes.DEVICE_ISOLATION_FAILED, backend="registry", message=f"device isolation failed: {text}")]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from .context import PlanContext, c2c_nics, nearest_nics, worst_path
 from .model import HostView
+from .view import PARTITION_PREFIX
 
 __all__ = ["VARIABLES", "IDENTITY", "library", "applies", "host_env", "unit_env", "rank_env"]
 
@@ -59,7 +60,8 @@ def library(view: HostView) -> str:
 
 
 def applies(view: HostView, ctx: PlanContext) -> bool:
-    return view.resource == "GPU" and view.vendor in _LIBRARY
+    # A MIG instance is planned as a unit of its GPU (view.as_units): the same NIC pairing.
+    return (view.resource == "GPU" or view.resource.startswith(PARTITION_PREFIX)) and view.vendor in _LIBRARY
 
 
 def host_env(view: HostView, ctx: PlanContext, domain: int) -> dict[str, str]:

@@ -21,11 +21,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import RuntimeTopologyError
+from ..model import Device
 from . import efa, gloo, nccl, neuron, tpu, ucx
 from .context import DEFAULT_PORTS, PlanContext
 from .model import DomainPlan, HostPlan, HostView, RankPlan, ReservedDomain, TransportPlanError
 from .order import host_sort_key
-from .view import view_of
+from .view import PARTITION_PREFIX, view_of
 
 __all__ = ["TransportPlan", "plan_transport", "LIBRARIES", "VARIABLES"]
 
@@ -67,7 +68,8 @@ class TransportPlan:
 
     @property
     def resource(self) -> str:
-        """The Ray resource the ranks hold (``GPU``, ``TPU``, ``neuron_cores``; ``""`` for CPU hosts)."""
+        """The Ray resource the ranks hold (``GPU``, ``TPU``, ``neuron_cores``, a MIG profile's
+        ``mig-1g.10gb``; ``""`` for CPU hosts)."""
         return next((v.resource for v in self._views.values() if v.resource), "")
 
     @property
@@ -106,6 +108,11 @@ class TransportPlan:
                 if wanted[0] in r.units:
                     return r
         return ranks[0]
+
+    def devices_of(self, rank: RankPlan) -> tuple[Device, ...]:
+        """The devices ``rank``'s units are on, with their NUMA node, CPUs and nearest NICs (a MIG
+        instance's are its GPU's); empty where the host was planned from labels alone."""
+        return self._views[rank.node_id].devices_of(rank.units)
 
     def env_for(self, node_id: str, units: Sequence[int] = ()) -> tuple[RankPlan, dict[str, str]]:
         """The rank for a worker on ``node_id`` holding ``units``, and the environment it needs."""
@@ -166,7 +173,8 @@ def _split(view: HostView, units_per_rank: int | None) -> list[tuple[int, ...]]:
     units = view.units
     if not units:
         return [()]
-    per = units_per_rank or (1 if view.resource == "GPU" else len(units))
+    # A GPU per rank; a MIG instance per rank too (CUDA enumerates one per process).
+    per = units_per_rank or (1 if view.resource == "GPU" or view.resource.startswith(PARTITION_PREFIX) else len(units))
     if per <= 0 or len(units) % per:
         raise TransportPlanError(
             f"host {view.hostname}: {len(units)} {view.resource} do not split into ranks of {per}",

@@ -2,7 +2,8 @@
 
 The accelerator family planned on a host is the one the reservation holds there (``reserved``; a
 reservation that holds no accelerator there plans one CPU rank), else the description with the most
-devices. Without a description (a node whose discovery could not be
+devices. A reservation of MIG instances (``mig-1g.10gb``) plans them as units of their GPU
+(:func:`as_units`): the GPU's NUMA node, CPUs and nearest NICs. Without a description (a node whose discovery could not be
 probed) the view is built from labels and resources alone: units in index order, no devices, so no
 per-device NIC pairing; the plan says so in its warnings.
 """
@@ -10,11 +11,22 @@ per-device NIC pairing; the plan says so in its warnings.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from operator import attrgetter
 
-from ..labels import FABRIC_DOMAIN, FABRIC_HOSTS, FABRIC_WORKER, FAMILIES, GPU_DOMAIN, INTERCONNECT, TPU_ATTR_PREFIX, VENDOR
+from ..labels import (
+    FABRIC_DOMAIN,
+    FABRIC_HOSTS,
+    FABRIC_WORKER,
+    FAMILIES,
+    GPU_DOMAIN,
+    INTERCONNECT,
+    TPU_ATTR_PREFIX,
+    VENDOR,
+    partition_resource,
+)
 from ..labels import TPU_SLICE_NAME as TPU_SLICE
-from ..model import NodeDescription
+from ..model import Device, NodeDescription
 from .model import HostFacts, HostView, TransportPlanError
 from .order import device_order, labels_int
 
@@ -22,11 +34,39 @@ __all__ = ["view_of", "topology_key", "reserved_resources", "ACCELERATOR_RESOURC
 
 # Ray's resource names for the device families (placement.py schedules by the same names).
 ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores")
+PARTITION_PREFIX = "mig-"  # a partition resource (labels.partition_resource): planned as units of its GPU
 
+
+
+def as_units(desc: NodeDescription, resource: str) -> NodeDescription | None:
+    """``desc`` seen as the family of one partition resource (``mig-1g.10gb``): one device per
+    instance, in the order Ray's unit ids count them, each at its GPU's PCI address, NUMA node,
+    CPUs and NICs; no links (MIG instances have no NVLink peer-to-peer). None when ``desc`` has
+    no instance of it."""
+    parts = [p for p in desc.partitions if partition_resource(p.profile) == resource]
+    if not parts:
+        return None
+    devices = tuple(Device(index=i, id=p.id, pci_address=p.pci_address, numa_node=p.numa_node, cpus=p.cpus,
+                           memory_bytes=p.memory_bytes, nics=p.nics) for i, p in enumerate(parts))
+    return replace(desc, resource_name=resource, resource_quantity=len(parts), devices=devices, links=(),
+                   partitions=())
+
+
+def _held_partitions(facts: HostFacts) -> tuple[NodeDescription, str] | None:
+    for resource, quantity in sorted((facts.reserved or {}).items()):
+        if resource.startswith(PARTITION_PREFIX) and quantity > 0:
+            for desc in facts.descriptions:
+                units = as_units(desc, resource)
+                if units is not None:
+                    return units, resource
+    return None
 
 
 def _pick(facts: HostFacts) -> tuple[NodeDescription | None, str]:
     held = {r: q for r, q in (facts.reserved or {}).items() if r in ACCELERATOR_RESOURCES and q > 0}
+    partition = None if held else _held_partitions(facts)
+    if partition is not None:
+        return partition
     if facts.reserved is not None and not held:
         return None, ""  # the reservation holds no accelerator here: one CPU rank
     for desc in facts.descriptions:

@@ -328,13 +328,18 @@ def demo_snapshots() -> list[str]:
     return [rel for _name, rel in module.DEMO_NODES]
 
 
-def snapshot_cluster(snapshots: list[str]) -> dict[str, Any]:
+def snapshot_cluster(snapshots: list[str], used: dict[str, dict[str, list[int]]] | None = None) -> dict[str, Any]:
     """The document of a cluster with one node per recorded snapshot, each exactly as recorded
-    (its expected description, labels and resources), assembled as ``ray-accel cluster`` does."""
+    (its expected description, labels and resources), assembled as ``ray-accel cluster`` does.
+    ``used``: per snapshot, the resource slots one worker there holds (as its raylet reports them)."""
     b = _Builder("")
     for rel in snapshots:
         expected, _ = _recorded(rel)
         hostname = (HOSTS / rel / "rootfs/proc/sys/kernel/hostname").read_text().strip()
-        b.node(rel, hostname)
+        node_id = b.node(rel, hostname)
+        if rel in (used or {}):
+            b.workers.setdefault(node_id, []).append({"worker_id": node_id[:40] + "w" * 16, "pid": 7, "job_id": "01000000",
+                                                      "actor_id": "f" * 32, "used": used[rel]})
     inv = assemble(b.ray_nodes, b.probes, {}, ray_version="2.60.0")
-    return build_document(inv)
+    report = HolderReport(merge_holders(b.workers, None, None, accelerator_resources(inv)))
+    return build_document(inv, holders=report)

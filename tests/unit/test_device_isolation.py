@@ -24,7 +24,10 @@ pytest.importorskip("ray_accel_ext_acme", reason="pip install -e tests/downstrea
 
 import ray._private.accelerators as ray_accelerators  # noqa: E402
 
+from ray_accel_ext.labels import DISCOVERY  # noqa: E402
+from ray_accel_ext.node.handoff import NODE_INVENTORY_ENV, handed_off_inventory  # noqa: E402
 from ray_accel_ext.node.ray_devices import DEVICES_ENV, SETTING_ENV, UNIT_ENV  # noqa: E402
+from ray_accel_ext.problems import DEVICE_ISOLATION_UNAVAILABLE  # noqa: E402
 from ray_accel_ext.ray_hook import start_hook  # noqa: E402
 from ray_accel_ext.testing.cluster import with_this_package  # noqa: E402
 from ray_accel_ext.tools.cli import main  # noqa: E402
@@ -32,6 +35,7 @@ from ray_accel_ext_acme import AcmeNPUBackend  # noqa: E402
 from tests.support.paths import HOSTS, TESTS  # noqa: E402
 
 H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
+PARTLY_MIG = HOSTS / "nvidia_gpu" / "h100-partly-mig"
 ACME = TESTS / "downstream" / "ray_accel_ext_acme" / "tests" / "hosts" / "acme-4npu"
 
 
@@ -55,7 +59,7 @@ def _raylet_default_units() -> set[str]:
 def environ(monkeypatch):
     """os.environ restored afterwards (the hook writes its hand-off into it)."""
     saved = dict(os.environ)
-    for key in (DEVICES_ENV, UNIT_ENV, SETTING_ENV, "RAY_ACCEL_ROOT"):
+    for key in (DEVICES_ENV, UNIT_ENV, SETTING_ENV, NODE_INVENTORY_ENV, "RAY_ACCEL_ROOT"):
         monkeypatch.delenv(key, raising=False)
     yield os.environ
     os.environ.clear()
@@ -90,6 +94,16 @@ def test_vendor_family_is_handed_on_and_ray_units_keep_their_defaults(environ, m
     assert set(units) == _raylet_default_units() | {"acme_npu"} and "GPU" not in units
 
 
+def test_mig_instances_are_handed_on_as_unit_families_of_their_uuids(environ):
+    params = _start(environ, PARTLY_MIG)
+    assert (params.num_gpus, params.resources["mig-1g.10gb"], params.labels[DISCOVERY]) == (1, 7, "ok")
+    (family,) = json.loads(environ[DEVICES_ENV])
+    parts = handed_off_inventory(environ).descriptions[0].partitions
+    assert (family["resource"], family["env_var"], family["units"]) == (
+        "mig-1g.10gb", "CUDA_VISIBLE_DEVICES", [p.id for p in parts])
+    assert "mig-1g.10gb" in environ[UNIT_ENV].split(",") and "GPU" not in environ[UNIT_ENV].split(",")
+
+
 def test_a_unit_list_set_by_the_operator_is_extended_not_replaced(environ):
     environ[UNIT_ENV] = "neuron_cores,MY_UNIT"
     _start(environ, ACME)
@@ -116,7 +130,12 @@ def test_missing_private_interface_is_reported_and_the_rest_of_the_node_starts(e
     monkeypatch.delattr(ray_accelerators, "get_accelerator_manager_for_resource")
     with caplog.at_level(logging.WARNING, logger="ray_accel_ext"):
         after = _start(environ, mixed)
-    assert (after.num_gpus, after.resources, after.labels) == (before.num_gpus, before.resources, before.labels)
+    assert (after.num_gpus, after.resources) == (before.num_gpus, before.resources)
+    # Its tasks would share every device: the node is degraded, the coded problem handed on.
+    assert {k: v for k, v in after.labels.items() if k != DISCOVERY} == {k: v for k, v in before.labels.items() if k != DISCOVERY}
+    assert (before.labels[DISCOVERY], after.labels[DISCOVERY]) == ("ok", "degraded")
+    (problem,) = handed_off_inventory(environ).problems
+    assert (problem.code, problem.backend) == (DEVICE_ISOLATION_UNAVAILABLE, "acme_npu")
     assert DEVICES_ENV not in environ and UNIT_ENV not in environ
     text = caplog.text
     assert "device isolation for acme_npu is off on this node" in text and "lacks get_accelerator_manager_for_resource" in text
@@ -183,3 +202,27 @@ def test_a_failing_visible_devices_env_still_restricts_by_the_ids(monkeypatch, c
     manager.set_current_process_visible_accelerator_ids(["2"])
     assert os.environ["ACME_VISIBLE_DEVICES"] == "2"
     assert "visible_devices_env failed for ids ['2']: RuntimeError: firmware table unreadable" in capsys.readouterr().err
+
+
+def test_a_partition_adapter_writes_last_and_never_blanks(monkeypatch):
+    """Ray calls the managers in the order its resource names iterate; the partition adapter comes
+    last, so its CUDA_VISIBLE_DEVICES wins over Ray's GPU manager; without ids it writes nothing."""
+    import _ray_accel_ext_devices as boot
+
+    for name in ("get_all_accelerator_managers", "get_all_accelerator_resource_names"):
+        monkeypatch.setattr(ray_accelerators, name, getattr(ray_accelerators, name))
+    cache = ray_accelerators.get_accelerator_manager_for_resource.__dict__
+    monkeypatch.setitem(cache, "_resource_name_to_accelerator_manager", dict(cache.get("_resource_name_to_accelerator_manager", {})))
+    units = ["MIG-a", "MIG-b", "MIG-c"]
+    family = {"resource": "mig-1g.10gb", "backend": "nvidia_gpu", "entry": "", "env_var": "CUDA_VISIBLE_DEVICES",
+              "devices": [], "units": units}
+    assert boot.install([family]) == ["mig-1g.10gb"]
+    names = list(ray_accelerators.get_all_accelerator_resource_names())
+    assert names[-1] == "mig-1g.10gb" and "GPU" in names
+    manager = ray_accelerators.get_accelerator_manager_for_resource("mig-1g.10gb")
+    assert manager.get_current_process_visible_accelerator_ids() is None  # slots never mapped through whole GPUs
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    manager.set_current_process_visible_accelerator_ids([])
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    manager.set_current_process_visible_accelerator_ids(["2"])
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "MIG-c"

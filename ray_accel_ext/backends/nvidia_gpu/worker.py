@@ -1,27 +1,29 @@
-"""Worker side of MIG: which MIG instance this task holds, made the only GPU it sees.
+"""Worker side of MIG: which MIG instance this task holds, and its GPU's NUMA node, CPUs and NICs.
 
 A node offers each MIG instance as one unit of ``mig-<profile>`` (:func:`ray_accel_ext.labels
-.partition_resource`). Ray gives a custom resource per-unit ids only when it is a *unit-instance*
-resource (``custom_unit_instance_resources``, a cluster-wide system config that replaces Ray's
-default list; reference: Ray 2.60 ``ray_config_def.h``). With it, concurrent holders get disjoint
-ids; :func:`use_my_partition` maps the ids of this task to the node's instances of that profile
-(in the order discovery lists them) and sets ``CUDA_VISIBLE_DEVICES=MIG-<uuid>``, so CUDA
-enumerates exactly that instance::
+.partition_resource`). The node start makes every such resource a *unit-instance* resource (per-unit
+ids, disjoint between holders) and registers a manager for it in Ray's workers
+(:mod:`ray_accel_ext.node.ray_devices`), so Ray itself sets ``CUDA_VISIBLE_DEVICES=MIG-<uuid>`` of
+exactly the task's instance before the task runs, and ``get_accelerator_ids()`` shows its id::
 
     @ray.remote(resources={"mig-1g.10gb": 1})
     def infer():
-        from ray_accel_ext.backends.nvidia_gpu.worker import use_my_partition
-        part = use_my_partition()        # before CUDA initialises in this process
+        part = my_partitions()[0]        # the instance, with its GPU's NUMA node, CPUs and NICs
         ...
 
-CUDA enumerates one MIG instance per process (NVIDIA MIG user guide, "CUDA Device Enumeration"),
-so a task holds one instance. The ids are read from the worker's own resource table
-(``core_worker.resource_ids()``, the table ``get_accelerator_ids`` reads for Ray's own managers).
+:func:`use_my_partition` is the fallback where that is off (``RAY_ACCEL_DEVICE_ISOLATION=off``, or
+a Ray whose private interface changed, problem ``device-isolation-unavailable``): with
+``custom_unit_instance_resources`` set on the head (:func:`unit_instance_resources`), it sets the
+same variable from the same ids, in the same order (the instances of a profile as discovery lists
+them). CUDA enumerates one MIG instance per process (NVIDIA MIG user guide, "CUDA Device
+Enumeration"), so a task holds one instance. The ids are read from the worker's own resource table
+(``core_worker.resource_ids()``, the table ``get_accelerator_ids`` reads).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 
 from ...errors import RuntimeTopologyError
@@ -62,12 +64,15 @@ def my_partitions(inventory: NodeInventory | None = None,
         from ...node.handoff import node_inventory
 
         inventory = node_inventory()
+    names = sorted({partition_resource(p.profile) for d in inventory.descriptions for p in d.partitions})
     out = []
-    for name, slots in sorted(resource_ids.items()):
-        if not name.startswith("mig-"):
-            continue
-        for slot in slots:
-            out.append(partition_of(inventory, name, int(slot[0] if isinstance(slot, (list, tuple)) else slot)))
+    for name in names:
+        # Ray's own rule (worker.py get_accelerator_ids_for_accelerator_resource): the resource, or
+        # its placement-group form without a bundle index (mig-1g.10gb_group_<pg id>).
+        group = re.compile(rf"^{re.escape(name)}_group_[0-9A-Za-z]+$")
+        units = {int(slot[0] if isinstance(slot, (list, tuple)) else slot)
+                 for key, slots in resource_ids.items() if key == name or group.match(key) for slot in slots}
+        out += [partition_of(inventory, name, unit) for unit in sorted(units)]
     return out
 
 

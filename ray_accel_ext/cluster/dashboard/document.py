@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...findings import finding_of
-from ...labels import ACCELERATOR_TYPE, BLOCK, CLUSTER, DISCOVERY, FABRIC_DOMAIN, FABRIC_WORKER, RACK, SKU
+from ...labels import ACCELERATOR_TYPE, BLOCK, CLUSTER, DISCOVERY, FABRIC_DOMAIN, FABRIC_WORKER, RACK, SKU, partition_resource
 from ...placement.choose import ACCELERATOR_RESOURCES
 from ..inventory import ClusterInventory, ClusterNode
 from .holders import HolderReport
@@ -49,6 +49,7 @@ def accelerator_resources(inv: ClusterInventory) -> list[str]:
     for n in inv.nodes:
         for d in n.inventory.descriptions if n.inventory else ():
             names.add(d.resource_name)
+            names.update(partition_resource(p.profile) for p in d.partitions)
     return sorted(names)
 
 
@@ -102,6 +103,17 @@ def _device_metrics(node: ClusterNode, desc, history: MetricsHistory | None) -> 
     return out
 
 
+def _units(desc) -> list[tuple[Any, int]]:
+    """Each partition of ``desc`` with its unit of its profile's resource (Ray's slot: the
+    instances of one profile counted in the description's order)."""
+    seen: dict[str, int] = {}
+    out = []
+    for part in desc.partitions:
+        out.append((part, seen.get(part.profile, 0)))
+        seen[part.profile] = out[-1][1] + 1
+    return out
+
+
 def _devices(node: ClusterNode, holders: list[dict[str, Any]], history: MetricsHistory | None) -> dict[str, list[dict]]:
     missing = {m.get("pci_address") for m in (node.health or {}).get("missing", []) if m.get("pci_address")}
     failed = {d.get("device"): d.get("reason") for d in (node.health or {}).get("devices", []) if d.get("health") == 0}
@@ -127,9 +139,11 @@ def _devices(node: ClusterNode, holders: list[dict[str, Any]], history: MetricsH
             state = "failed" if d.id in failed else state
             rows.append({"index": d.index, "state": state, "holders": sorted(set(held.get(d.index, []))), **metrics.get(d.index, {}),
                          **({"fault": failed[d.id]} if d.id in failed else {})})
-        for part in desc.partitions:  # MIG instances drawn inside their GPU
+        for part, unit in _units(desc):  # MIG instances drawn inside their GPU; unit: Ray's slot
+            ids = sorted({h["id"] for h in holders if unit in (h["slots"] or {}).get(partition_resource(part.profile), [])})
+            state = "failed" if part.device in failed else ("held" if ids else "free")
             rows.append({"index": None, "partition": part.id, "profile": part.profile, "parent": part.device,
-                         "state": "failed" if part.device in failed else "free", "holders": []})
+                         "state": state, "holders": ids})
         out[desc.backend] = rows
     return out
 

@@ -158,3 +158,7 @@ def test_a_task_on_an_instance_gets_its_gpus_instance_and_nics():
     assert partition_nccl_env(part, inventory) == {"NCCL_IB_HCA": "=mlx5_0"}
     with pytest.raises(Exception, match="holds 2 MIG instances"):
         use_my_partition({}, inventory=inventory, resource_ids={"mig-1g.10gb": [[0, 1.0], [1, 1.0]]})
+    # In a placement group Ray names the slots by the group (with and without the bundle index).
+    pg = "a" * 36
+    grouped = {f"mig-1g.10gb_group_0_{pg}": [[5, 1.0]], f"mig-1g.10gb_group_{pg}": [[5, 1.0]]}
+    assert use_my_partition(env, inventory=inventory, resource_ids=grouped) == inventory.descriptions[0].partitions[5]

@@ -99,8 +99,10 @@ function migChip(node, desc, parent, parts, x, y) {
   let used = 0;
   for (const p of parts) {
     const h = Math.max(2, unit * (p.slices || 1) - 1);
-    g.append(svg("rect", {class: "mig-instance", x: x + 2, y: y + 2 + used, width: S - 4, height: h,
-      "data-partition": p.id}, tip(`${p.profile} ${p.id}`)));
+    const row = rows.find(r => r.partition === p.id) || {};
+    const by = (row.holders || []).length ? ` · held by ${row.holders.join(", ")}` : "";
+    g.append(svg("rect", {class: "mig-instance state-" + (row.state || "free"), x: x + 2, y: y + 2 + used, width: S - 4,
+      height: h, "data-partition": p.id}, tip(`${p.profile} ${p.id}${by}`)));
     used += unit * (p.slices || 1);
   }
   return g;
