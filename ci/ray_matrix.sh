@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The Ray-integration tests listed in ci/ray-oldest-tests.txt (the places where Ray releases differ),
 # and the feature table check, on the oldest supported Ray release, in a second project-local
-# virtualenv (.venv-ray-oldest). ci/test.sh runs the whole suite on the newest release in .venv
-# first and then this. Extra arguments go to pytest.
+# virtualenv (.venv-ray-oldest). ci/test.sh makes that virtualenv (--setup-only: install, run nothing)
+# while the whole suite runs on the newest release in .venv, and runs this afterwards. Extra
+# arguments go to pytest.
 #   RAY_OLDEST=2.55.1 bash ci/ray_matrix.sh     # default: the newest patch of compat.MIN_RAY_VERSION
+#   bash ci/ray_matrix.sh --setup-only           # create or update .venv-ray-oldest, run nothing
 set -euo pipefail
+setup_only=0
+if [ "${1:-}" = --setup-only ]; then setup_only=1; shift; fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY="${PYTHON:-python3.11}"
 command -v "$PY" >/dev/null 2>&1 || PY=python3
@@ -26,6 +30,7 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
   fi
   echo "$want" > "$STAMP"
 fi
+[ "$setup_only" = 1 ] && exit 0
 version="$("$VENV/bin/python" -c 'import ray; print(ray.__version__)')"
 echo "== Ray-integration tests on Ray $version (oldest supported)"
 mkdir -p artifacts

@@ -24,19 +24,53 @@ if [ -d tests/downstream/ray_accel_ext_acme ]; then
   python -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_acme
 fi
 
-mkdir -p artifacts
+mkdir -p artifacts/logs
+failed=()
+# Two set-up legs that only install (no Ray started) run during the main pytest, at low priority:
+# the oldest-Ray virtualenv and the package (build, check, install into a fresh virtualenv). Their
+# output goes to artifacts/logs/ and is printed when they are waited for; Ray-starting legs run one
+# at a time.
+pkg="$(mktemp -d)"
+trap 'rm -rf "$pkg"' EXIT
+nice -n 10 bash ci/ray_matrix.sh --setup-only >artifacts/logs/ray-oldest-setup.log 2>&1 &
+oldest_setup=$!
+nice -n 10 bash ci/package.sh build "$pkg" >artifacts/logs/package-build.log 2>&1 &
+package_build=$!
+
+leg() {  # leg NAME COMMAND...: run one leg, remember it if it fails
+  local name=$1; shift
+  "$@" || { echo "== FAILED: $name (exit $?)"; failed+=("$name"); }
+}
+background() {  # background NAME PID LOG: wait for a set-up leg, print its log
+  local name=$1 pid=$2 log=$3 rc=0
+  wait "$pid" || rc=$?
+  echo "== $name (ran during the main pytest; $log)"
+  cat "$log"
+  [ "$rc" = 0 ] || { echo "== FAILED: $name (exit $rc)"; failed+=("$name"); }
+  return "$rc"
+}
+
 echo "== ruff"
-python -m ruff check .
+leg ruff python -m ruff check .
 echo "== pytest (Ray $(python -c 'import ray; print(ray.__version__)'))"
-python -m pytest tests -q -p no:cacheprovider --durations=15 --junitxml=artifacts/junit-tests.xml "$@"
+leg pytest python -m pytest tests -q -p no:cacheprovider --durations=15 --junitxml=artifacts/junit-tests.xml "$@"
 # The reliability table from this run (tests/test_reliability_*.py, tests/reliability/test_soak.py): fails on
 # any hang, crashed node start or invalid label; docs/reliability.md is the committed copy.
-python ci/fault_report.py --check --out artifacts/reliability.md
+leg fault_report python ci/fault_report.py --check --out artifacts/reliability.md
 if [ -x ci/conformance.sh ]; then
   echo "== conformance suite"
-  bash ci/conformance.sh
+  leg conformance bash ci/conformance.sh
 fi
 echo "== package: build, check, install into a fresh virtualenv, run the demo from it"
-bash ci/package.sh
+if background "package build" "$package_build" artifacts/logs/package-build.log; then
+  leg "package demo" bash ci/package.sh demo "$pkg"
+fi
 echo "== Ray-version matrix: the oldest supported Ray"
-bash ci/ray_matrix.sh
+if background "oldest-Ray set-up" "$oldest_setup" artifacts/logs/ray-oldest-setup.log; then
+  leg "Ray-version matrix" bash ci/ray_matrix.sh
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "== failed: ${failed[*]}"
+  exit 1
+fi
+echo "== all legs passed"

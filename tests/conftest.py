@@ -23,6 +23,18 @@ def hosts_dir() -> Path:
     return HOSTS
 
 
+@pytest.fixture
+def scratch_path():
+    """Like ``tmp_path``, but in memory where the machine allows (``tests/support/scratch.py``: the
+    damaged host copies) and removed when the test is done."""
+    from ray_accel_ext.testing.corrupt import remove_copy
+    from tests.support.scratch import scratch_dir
+
+    path = scratch_dir("ra-scratch")
+    yield path
+    remove_copy(path)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs_ray: uses Ray without starting it (skipped where Ray is not installed)")
 

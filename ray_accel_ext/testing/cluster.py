@@ -314,23 +314,28 @@ class SimulatedCluster:
             node.servers.stop()
             node.servers = None
 
-    def shutdown(self) -> None:
-        """Disconnect the driver and stop every node; removes the temp dirs."""
+    def disconnect(self) -> None:
+        """``ray.shutdown`` this process's driver and restore its environment; the nodes keep
+        running, and :meth:`connect` joins them again (one cluster shared by several test modules)."""
         if self._connected:
             import ray
 
             with contextlib.suppress(Exception):
                 ray.shutdown()
             self._connected = False
-        for node in reversed(self.nodes):
-            self.kill_node(node)
-        _kill_matching(str(self.root))
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
         self._saved_env.clear()
+
+    def shutdown(self) -> None:
+        """Disconnect the driver and stop every node; removes the temp dirs."""
+        self.disconnect()
+        for node in reversed(self.nodes):
+            self.kill_node(node)
+        _kill_matching(str(self.root))
         shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -1,6 +1,10 @@
-"""The suite's live isolation check on the separately packaged Acme backend: it passes on a node with
-device isolation, and fails naming the step where the backend's variable never reaches a worker
-(the same node with ``RAY_ACCEL_DEVICE_ISOLATION=off``)."""
+"""The suite's live isolation check on the separately packaged Acme backend fails naming the step
+where the backend's variable never reaches a worker (a node with ``RAY_ACCEL_DEVICE_ISOLATION=off``).
+
+That the same check passes on a node with device isolation is ci/conformance.sh's ``acme_npu`` run
+(``ray-accel conformance acme_npu --live-ray``: the same suite test, on the same snapshots, in the
+same kind of fresh pytest process), which the README's test command runs once; this module keeps
+only what that run cannot show."""
 
 from __future__ import annotations
 
@@ -28,11 +32,6 @@ def _suite(**env: str) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "pytest", "--pyargs", "ray_accel_ext.conformance", "-p", "no:cacheprovider", "-q",
             "--accel-backend", "acme_npu", "--accel-snapshots", str(HOSTS), "--accel-live-ray", "-k", TEST, "-rfEs"]
     return subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=600, cwd=str(HOSTS))
-
-
-def test_acme_passes_the_live_isolation_check():
-    done = _suite()
-    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
 
 
 def test_a_variable_that_never_reaches_the_worker_fails_naming_the_step():

@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from ray_accel_ext.testing.corrupt import KINDS, make_variants, remove_copy, tar
 from ray_accel_ext.testing.snapshots import golden_of, serve_snapshot, snapshot_dirs
 from tests.support.paths import HOSTS, REPO
 from tests.support.reliability import SURPRISES, Results, label_errors, surprises, without_dac_override
+from tests.support.scratch import scratch_dir
 
 SNAPSHOTS = snapshot_dirs(HOSTS)
 BUDGET_S = 3.0
@@ -51,8 +51,7 @@ def _write_results():
 @pytest.fixture(scope="module")
 def workdir():
     # World-traversable, so user nobody can reach the unreadable copies.
-    base = Path(tempfile.mkdtemp(prefix="ra-corrupt"))
-    os.chmod(base, 0o755)
+    base = scratch_dir("ra-corrupt")
     yield base
     remove_copy(base)
 
@@ -73,6 +72,15 @@ def _diff(before: dict, after: dict) -> str:
     return ", ".join(parts[:6])
 
 
+@contextlib.contextmanager
+def _removed(path: Path):
+    """Remove ``path`` (a snapshot's damaged copies) on the way out."""
+    try:
+        yield
+    finally:
+        remove_copy(path)
+
+
 def _snapshot_id(snap: Path) -> str:
     return f"{snap.parent.name}/{snap.name}"
 
@@ -87,7 +95,7 @@ def test_corrupt_snapshot_variants(snapshot, workdir):
                              everything=True, targets=targets)
     changed: list[str] = []
     failures: list[str] = []
-    with serve_snapshot(snapshot) as env:
+    with serve_snapshot(snapshot) as env, _removed(workdir / snapshot.name):
         intact_inv = discover(open_host(snapshot, environ=env, budget_s=BUDGET_S))
         intact = golden_of(intact_inv, to_ray_node(intact_inv))["ray"]
         for v in variants:

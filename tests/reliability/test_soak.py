@@ -28,7 +28,7 @@ import pytest
 pytest.importorskip("ray")  # labels are checked by Ray's own parser (tests/support/reliability.py)
 
 from ray_accel_ext.ray_hook import node_spec
-from ray_accel_ext.testing.corrupt import KINDS, make_variants, remove_copy
+from ray_accel_ext.testing.corrupt import KINDS, make_variants
 from ray_accel_ext.testing.fake_metadata import FAULT_CLASSES, MetadataServers
 from ray_accel_ext.testing.snapshots import metadata_spec, snapshot_dirs
 from tests.support.paths import HOSTS
@@ -59,12 +59,12 @@ def _rss_mib() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def test_soak_node_start_discoveries(tmp_path, monkeypatch):
+def test_soak_node_start_discoveries(scratch_path, monkeypatch):
     rng = random.Random(8)
     # A pool of damaged copies (one per snapshot and kind, random target) drawn from at random.
     pool: list[tuple[Path, Path, str]] = [(s, s, "intact") for s in SNAPSHOTS]
     for snap in SNAPSHOTS:
-        for v in make_variants(snap, tmp_path / snap.name, kinds=[k for k in KINDS if k != "unreadable"], per_kind=1, seed=rng.randrange(10**6)):
+        for v in make_variants(snap, scratch_path / snap.name, kinds=[k for k in KINDS if k != "unreadable"], per_kind=1, seed=rng.randrange(10**6)):
             pool.append((snap, v.path, v.kind))
     monkeypatch.setenv("RAY_ACCEL_BUDGET_S", str(BUDGET_S))
     monkeypatch.setenv("RAY_ACCEL_METADATA_TIMEOUT_S", str(METADATA_TIMEOUT_S))
@@ -112,7 +112,6 @@ def test_soak_node_start_discoveries(tmp_path, monkeypatch):
         samples["end"] = (_fds(), threading.active_count(), _rss_mib(), tracemalloc.get_traced_memory()[0])
     finally:
         tracemalloc.stop()
-        remove_copy(tmp_path)
     (fd0, th0, rss0, heap0), (fd1, th1, rss1, heap1) = samples["start"], samples["end"]
     leak = {"fds": fd1 - fd0, "threads": th1 - th0, "rss_mib": round(rss1 - rss0, 1),
             "heap_kib": round((heap1 - heap0) / 1024, 1), "worst_s": round(worst, 3),

@@ -2,7 +2,9 @@
 cluster, plan applied.
 
 Cluster: a head without accelerators and one NVLink domain of two GB200 trays (copies of the tray
-snapshot, 4 GPUs each), every node a ``ray start`` through the start hook.
+snapshot, 4 GPUs each), every node a ``ray start`` through the start hook; the cluster is the one
+tests/transport/conftest.py shares with test_train_integration.py, whose two TPU slices this
+module leaves alone.
 
 * Data: ``map_batches`` with ``map_options`` / ``with_plan`` runs its tasks inside the
   reservation's placement group, one GPU each; every task is on a reserved tray and sees the
@@ -26,7 +28,6 @@ serve = pytest.importorskip("ray.serve")
 pytest.importorskip("ray.data")
 
 from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve_domain  # noqa: E402
-from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from ray_accel_ext.testing.ports import free_port  # noqa: E402
 from ray_accel_ext.train import data as data_module  # noqa: E402
 from ray_accel_ext.train import (  # noqa: E402
@@ -37,7 +38,6 @@ from ray_accel_ext.train import (  # noqa: E402
     with_plan,
 )
 from ray_accel_ext.transport import apply_plan, plan_reservation  # noqa: E402
-from tests.support.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
 
 pytest.importorskip("torch")
 
@@ -48,14 +48,12 @@ FABRIC = "rayaccel.io/fabric-domain"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    snaps = tmp_path_factory.mktemp("serve-data")
-    with SimulatedCluster() as c:
-        c.add_node(SNAPSHOTS / "nvidia_gpu" / "no-accelerators", name="head", num_cpus=2)
-        add_in_batches(c, [(s, {"name": s.name}) for s in gb200_domain(snaps, 61, trays=2)])
-        c.connect()
-        yield c
-        serve.shutdown()
+def cluster(ray_cluster):
+    """The package's cluster (tests/transport/conftest.py), this module's driver connected."""
+    ray_cluster.connect()
+    yield ray_cluster
+    serve.shutdown()
+    ray_cluster.disconnect()
 
 
 def where(batch):

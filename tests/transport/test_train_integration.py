@@ -3,10 +3,11 @@
 The cluster: a head without accelerators, one GB200 NVLink domain of two trays (copies of the
 GB200 NVL72 tray snapshot, 4 GPUs each) and two TPU v5p-16 slices of two hosts each (copies of the
 GCE v5p-16 worker snapshot with their own slice name and worker id), every node started through
-the start hook. For each job, ``reserve_for_training`` reserves through the claim registry and
-plans the transport; ``TorchTrainer`` then runs one worker per plan rank. Every worker reports its
-world rank, node, accelerator ids, the plan's variables as it sees them, and the result of
-``all_reduce(rank + 1)``, which must be 1 + 2 + ... + world size on every worker.
+the start hook (the cluster tests/transport/conftest.py shares with test_bindings_integration.py).
+For each job, ``reserve_for_training`` reserves through the claim registry and plans the transport;
+``TorchTrainer`` then runs one worker per plan rank. Every worker reports its world rank, node,
+accelerator ids, the plan's variables as it sees them, and the result of ``all_reduce(rank + 1)``,
+which must be 1 + 2 + ... + world size on every worker.
 """
 
 from __future__ import annotations
@@ -25,28 +26,20 @@ from ray.train.torch import TorchTrainer  # noqa: E402
 from ray.util.tpu import get_tpu_coordinator_env_vars  # noqa: E402
 
 from ray_accel_ext.placement import DomainRequest, claims_snapshot  # noqa: E402
-from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from ray_accel_ext.train import reserve_for_training  # noqa: E402
 from ray_accel_ext.transport.collect import interface_of  # noqa: E402
-from tests.support.domains import SNAPSHOTS, add_in_batches, gb200_domain, tpu_slice  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
 FABRIC = "rayaccel.io/fabric-domain"
-V5P_WORKER = SNAPSHOTS / "tpu" / "gce-v5p-16-worker1"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    snaps = tmp_path_factory.mktemp("train")
-    specs = [(s, {"name": s.name}) for s in gb200_domain(snaps, 51, trays=2)]
-    for name in ("slice-b", "slice-a"):
-        specs += [(s, {"name": s.name}) for s in tpu_slice(snaps, name, 2, source=V5P_WORKER)]
-    with SimulatedCluster() as c:
-        c.add_node(SNAPSHOTS / "nvidia_gpu" / "no-accelerators", name="head", num_cpus=2)
-        add_in_batches(c, specs)
-        c.connect()
-        yield c
+def cluster(ray_cluster):
+    """The package's cluster (tests/transport/conftest.py), this module's driver connected."""
+    ray_cluster.connect()
+    yield ray_cluster
+    ray_cluster.disconnect()
 
 
 @ray.remote(num_cpus=0)
