@@ -247,7 +247,10 @@ function render(doc, complete) {
   }
   document.body.dataset.generation = String((doc.dashboard || {}).generation || 0);
   if (first) performance.mark("interactive");
-  if (complete && document.body.dataset.state !== "ready") document.body.dataset.state = "ready";
+  if (complete && document.body.dataset.state !== "ready") {
+    performance.mark("complete");
+    document.body.dataset.state = "ready";
+  }
 }
 
 async function fetchDoc(view) {
