@@ -1,8 +1,9 @@
 // The page: fetches /api/cluster (and nothing else), draws the overview of domain tiles, the
 // opened domains' pictures, the selected host, and the cluster-wide panels; filters by Ray's
-// label-selector syntax; keeps its state in the URL fragment so a view can be linked. A first
-// visit with nothing opened fetches the overview view first (no device rows or PCIe paths: tiles
-// and the filter need no more), is interactive with it, and draws the whole document after it.
+// label-selector syntax; keeps its state in the URL fragment so a view can be linked. A page load
+// takes the overview view first (preloaded by index.html; no device rows or PCIe paths: collapsed
+// tiles and the filter need no more), is interactive with its first screens of tiles drawn, and
+// draws everything from the whole document after it.
 import {el, short, kindName, nodeStatus, held, utilisation, descsOf} from "./util.js";
 import {parseFilter, matchCompiled, SelectorError} from "./selector.js";
 import {domainPicture, miniPicture, setLabelKeys} from "./domain.js";
@@ -169,10 +170,20 @@ function renderOverview(force = false) {
   } else {
     state.signature = sig;
     const list = sortTiles(tiles());
-    box.replaceChildren(...list.map(tile));
+    // Until the whole document is here, only the first screens of tiles are drawn (the rest come with it).
+    const drawn = state.complete ? list : list.slice(0, firstScreens());
+    state.partial = drawn.length < list.length;
+    box.replaceChildren(...drawn.map(tile));
+    if (state.partial) box.append(el("p", {class: "meta loading"}, `Drawing ${list.length - drawn.length} more domains…`));
     if (!list.length) box.append(el("p", {class: "empty"}, "No nodes."));
   }
   applyFilter();
+}
+
+/** About two screens of tiles (at least 300 px wide, at least about 90 px high). */
+function firstScreens() {
+  const cols = Math.max(1, Math.floor(($("overview").clientWidth || 1200) / 310));
+  return cols * Math.ceil(2 * (window.innerHeight || 1000) / 90);
 }
 
 function applyFilter() {
@@ -232,7 +243,7 @@ function renderSummary() {
 
 function render(doc, complete) {
   const first = state.doc === null;
-  const upgrade = complete && !state.complete && (state.openAll || state.open.size > 0);  // placeholders to draw
+  const upgrade = complete && !state.complete && (state.openAll || state.open.size > 0 || state.partial);  // placeholders to draw
   state.complete = complete;
   index(doc);
   renderSummary();
@@ -254,7 +265,8 @@ function render(doc, complete) {
 }
 
 async function fetchDoc(view) {
-  const r = await fetch(view ? "api/cluster?view=" + view : "api/cluster", {cache: "no-store", credentials: "same-origin"});
+  // The overview is the response index.html preloads (a fetch of the same URL and mode takes it over).
+  const r = await fetch(view ? "api/cluster?view=" + view : "api/cluster", view ? {} : {cache: "no-store", credentials: "same-origin"});
   if (!r.ok) throw new Error("HTTP " + r.status);
   const text = await r.text();
   performance.mark("fetched " + (view || "full"));
@@ -282,7 +294,7 @@ function setFilter(text) {
 async function poll() {
   let wait = 3000;
   try {
-    if (state.doc === null && !state.openAll && !state.open.size && !state.host) render(await fetchDoc("overview"), false);
+    if (state.doc === null) render(await fetchDoc("overview"), false);
     const doc = await fetchDoc(null);
     wait = Math.max(500, ((doc.dashboard || {}).refresh_s || 3) * 1000);
     render(doc, true);
