@@ -149,9 +149,9 @@ function tile(t) {
   art.append(el("header", {class: "tile-head"}, el("h3", {}, kindName(t.domain.kind)), toggle));
   art.append(el("p", {class: "tile-id"}, el("code", {}, t.domain.id)));
   art.append(el("p", {class: "meta"}, domainMeta(t.domain, t.nodes, ctx)));
-  const picture = state.complete ? el("div", {class: "picture-scroll"}, domainPicture(t.domain, t.nodes, ctx))
-    : el("p", {class: "meta loading"}, "Drawn when the whole inventory has arrived…");
-  art.append(isOpen ? picture : miniPicture(t.domain, t.nodes, ctx));
+  const picture = () => (state.complete ? el("div", {class: "picture-scroll"}, domainPicture(t.domain, t.nodes, ctx))
+    : el("p", {class: "meta loading"}, "Drawn when the whole inventory has arrived…"));
+  art.append(isOpen ? picture() : miniPicture(t.domain, t.nodes, ctx));
   return art;
 }
 
