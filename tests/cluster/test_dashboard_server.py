@@ -195,3 +195,52 @@ def test_failing_source_keeps_the_last_document():
         assert s.wait_for_generation(3)
         data = json.loads(_get(s, "/api/cluster")[2])
         assert data["summary"] == {"nodes": 0} and data["dashboard"]["error"] == "RuntimeError: cluster unreachable"
+
+
+class _Counted:
+    """A value JSON cannot hold natively: the server's serialiser calls ``str`` on it once per serialisation."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __str__(self) -> str:
+        self.calls += 1
+        return "counted"
+
+
+def test_the_document_is_serialised_only_when_a_client_asks_and_once_per_document():
+    probe = _Counted()
+    doc = {**DOC, "probe": probe}
+    fresh = {"on": True}
+    with DashboardServer(lambda: dict(doc) if fresh["on"] else doc, refresh_s=0.05) as s:
+        at_start = probe.calls  # the first document, both views, before the server answers
+        assert at_start == 2
+        assert s.wait_for_generation(s.generation + 10)  # ten new documents, no client: none serialised
+        assert probe.calls == at_start
+        data = json.loads(_get(s, "/api/cluster")[2])
+        assert data["probe"] == "counted" and probe.calls == at_start + 1
+        fresh["on"] = False  # the same document object from now on: asked again, not serialised again
+        assert s.wait_for_generation(s.generation + 2)
+        _get(s, "/api/cluster")
+        settled = probe.calls
+        assert s.wait_for_generation(s.generation + 3)
+        for _ in range(3):
+            assert json.loads(_get(s, "/api/cluster")[2])["dashboard"]["generation"] >= 3
+        assert probe.calls == settled
+
+
+def test_the_overview_view_keeps_what_the_overview_draws():
+    from tests.support.synthetic_cluster import synthetic_cluster
+
+    doc = synthetic_cluster(39)
+    with DashboardServer(lambda: doc, refresh_s=3600) as s:
+        full = json.loads(_get(s, "/api/cluster")[2])
+        lean = json.loads(_get(s, "/api/cluster?view=overview")[2])
+    assert lean["view"] == "overview" and lean["dashboard"] == full["dashboard"] and "view" not in full
+    assert lean["domains"] == full["domains"] and lean["placement_groups"] == full["placement_groups"]
+    for small, node in zip(lean["nodes"], full["nodes"]):
+        assert {k: small[k] for k in ("node_id", "hostname", "labels", "occupancy")} == {
+            k: node[k] for k in ("node_id", "hostname", "labels", "occupancy")}
+        assert "pcie" not in small and all(set(d) <= {"index", "utilization"} for rows in small["devices"].values() for d in rows)
+        assert [d["sku"] for d in small["inventory"]["descriptions"]] == [d["sku"] for d in node["inventory"]["descriptions"]]
+    assert len(json.dumps(lean)) * 3 < len(json.dumps(full))

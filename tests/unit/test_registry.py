@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -132,3 +135,32 @@ def test_name_must_match_entry_point_and_methods_must_exist():
         validate_backend_class(incomplete)
     with pytest.raises(BackendLoadError, match="not a subclass"):
         validate_backend_class(object)
+
+
+def _age(*paths) -> None:
+    """Date files and directories an hour back (a scan keeps only what changed over 2 s ago)."""
+    for path in paths:
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+
+
+def test_the_scan_is_kept_per_process_and_sees_installs_and_removals(install):
+    site = install("zeta-npu", "1.0", {"zeta_one": "zeta_one_mod:Good"})
+    entry_points = site / "zeta_npu-1.0.dist-info" / "entry_points.txt"
+    _age(entry_points, entry_points.parent, site)
+    assert "zeta_one" in {s.name for s in available_backends()}
+    # an in-place edit that keeps the size and the time is not read again: the scan was kept
+    before = os.stat(entry_points)
+    entry_points.write_text(entry_points.read_text().replace("zeta_one", "zeta_two"))
+    os.utime(entry_points, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "zeta_two" not in {s.name for s in available_backends()}
+    # a distribution installed into the same directory mid-process is seen, as is an edit that changes the time
+    info = site / "zeta_more-2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zeta-more\nVersion: 2.0\n")
+    (info / "entry_points.txt").write_text("[ray_accel_ext.backends]\nzeta_more = zeta_more_mod:Good\n")
+    specs = {s.name: s for s in available_backends()}
+    assert specs["zeta_more"].dist == "zeta-more 2.0" and "zeta_two" in specs
+    # and one removed is gone
+    shutil.rmtree(info)
+    _age(site)
+    assert "zeta_more" not in {s.name for s in available_backends()}

@@ -16,6 +16,9 @@ Hardening, because the page shows a whole cluster to whoever reaches the port:
   connection get ``503`` at once;
 * the page is static files (no data in the HTML, nothing built from strings); a strict
   Content-Security-Policy allows only this origin's own scripts, styles and fetches.
+
+The document is gathered every ``refresh_s`` and serialised only when a client asks for it
+(:mod:`.published`): with no client, a refresh costs the source's gathering and nothing more.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from __future__ import annotations
 import hmac
 import io
 import ipaddress
-import json
 import socket
 import socketserver
 import threading
@@ -36,6 +38,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ...errors import RayAccelError
+from .published import Published
 
 __all__ = ["DashboardServer", "DashboardRefused", "TOKEN_ENV", "COOKIE", "is_loopback", "asset_names"]
 
@@ -201,8 +204,7 @@ class DashboardServer:
             names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
         self._names = names
         self._files = _assets()
-        self._data: dict[str, Any] | None = None
-        self._body: bytes | None = None
+        self._published = Published()
         self._error: str | None = None
         self._generation = 0
         self._lock = threading.Lock()
@@ -270,8 +272,10 @@ class DashboardServer:
             return self._generation
 
     def start(self) -> DashboardServer:
-        """Serve in daemon threads; gather once before returning so the first page has data."""
+        """Serve in daemon threads; gather and serialise once before returning so that the first
+        page has data at once."""
         self._refresh_once()
+        self._published.prepare(("overview", "full"))
         serve = lambda: self._httpd.serve_forever(poll_interval=0.1)  # noqa: E731 - stop() waits one interval
         for target, name in ((serve, "http"), (self._refresh_loop, "refresh")):
             t = threading.Thread(target=target, name=f"ray-accel-dashboard-{name}", daemon=True)
@@ -312,15 +316,13 @@ class DashboardServer:
             data, error = self.source(), None
         except Exception as exc:  # noqa: BLE001 - keep serving the last document, say why it is stale
             data, error = None, f"{type(exc).__name__}: {exc}"
+        changed = data is not None and self._published.set(data)
         with self._fresh:
-            if data is not None:
-                self._data = data
             self._error = error
             self._generation += 1
-            payload = dict(self._data) if self._data is not None else {"nodes": [], "domains": [], "placement_groups": []}
-            payload["dashboard"] = {"generation": self._generation, "error": self._error, "refresh_s": self.refresh_s}
-            self._body = json.dumps(payload, sort_keys=True, allow_nan=False, default=str).encode()
             self._fresh.notify_all()
+        if changed:  # serialised now only for the views clients are polling (their next request is due)
+            self._published.prepare(self._published.asked_within(2 * self.refresh_s + 1))
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(self.refresh_s):
@@ -385,8 +387,14 @@ class DashboardServer:
         if path in ("/", "/index.html"):
             self._send(h, 200, self._files["index.html"], _TYPES[".html"], head)
         elif path == "/api/cluster":
+            view = "overview" if parse_qs(url.query).get("view") == ["overview"] else "full"
             with self._lock:
-                body = self._body or b"{}"
+                dashboard = {"generation": self._generation, "error": self._error, "refresh_s": self.refresh_s}
+            try:
+                body = self._published.body(view, dashboard)
+            except (TypeError, ValueError) as exc:  # a value JSON cannot hold (NaN, a key of no JSON type)
+                self._send(h, 500, f"the document cannot be sent: {exc}\n".encode(), "text/plain; charset=utf-8", head)
+                return
             self._send(h, 200, body, "application/json", head)
         elif path.startswith("/assets/") and path[8:] in self._files:
             name = path[8:]

@@ -1,6 +1,9 @@
 // The page: fetches /api/cluster (and nothing else), draws the overview of domain tiles, the
 // opened domains' pictures, the selected host, and the cluster-wide panels; filters by Ray's
-// label-selector syntax; keeps its state in the URL fragment so a view can be linked.
+// label-selector syntax; keeps its state in the URL fragment so a view can be linked. A page load
+// takes the overview view first (preloaded by index.html; no device rows or PCIe paths: collapsed
+// tiles and the filter need no more), is interactive with its first screens of tiles drawn, and
+// draws everything from the whole document after it.
 import {el, short, kindName, nodeStatus, held, utilisation, descsOf} from "./util.js";
 import {parseFilter, matchCompiled, SelectorError} from "./selector.js";
 import {domainPicture, miniPicture, setLabelKeys} from "./domain.js";
@@ -8,7 +11,8 @@ import {hostPanel, pgPanel, holderPanel, degradedPanel, metricsPanel, domainMeta
 
 const $ = id => document.getElementById(id);
 const state = {doc: null, nodes: new Map(), holders: new Map(), pgs: new Map(), domainOfNode: new Map(),
-  open: new Set(), openAll: false, host: null, device: null, filter: {kind: "all"}, q: "", group: "domain", sort: "name", signature: ""};
+  open: new Set(), openAll: false, host: null, device: null, filter: {kind: "all"}, q: "", group: "domain", sort: "name", signature: "",
+  complete: false};
 
 const ctx = {
   key: d => d.level + ":" + d.id,
@@ -19,7 +23,7 @@ const ctx = {
     if (!total) return "none";
     return h <= 0 ? "free" : h >= total ? "held" : "partly-held";
   },
-  pgsOf: key => (state.doc.placement_groups || []).filter(p => p.domains.includes(key)),
+  pgsOf: key => state.pgsByDomain.get(key) || [],
   holder: id => state.holders.get(id),
   holderName(id) { const h = state.holders.get(id); return h ? (h.name || short(h.id)) : short(id); },
   holderLink(id) {
@@ -71,6 +75,11 @@ function index(doc) {
   state.nodes = new Map((doc.nodes || []).map(n => [n.node_id, n]));
   state.holders = new Map((doc.holders || []).map(h => [h.id, h]));
   state.pgs = new Map((doc.placement_groups || []).map(p => [p.id, p]));
+  state.pgsByDomain = new Map();
+  for (const p of doc.placement_groups || []) for (const key of new Set(p.domains || [])) {
+    if (!state.pgsByDomain.has(key)) state.pgsByDomain.set(key, []);
+    state.pgsByDomain.get(key).push(p);
+  }
   state.domainOfNode = new Map();
   state.domainByKey = new Map((doc.domains || []).map(d => [ctx.key(d), d]));
   for (const d of doc.domains || []) for (const id of d.nodes) state.domainOfNode.set(id, d);
@@ -140,7 +149,9 @@ function tile(t) {
   art.append(el("header", {class: "tile-head"}, el("h3", {}, kindName(t.domain.kind)), toggle));
   art.append(el("p", {class: "tile-id"}, el("code", {}, t.domain.id)));
   art.append(el("p", {class: "meta"}, domainMeta(t.domain, t.nodes, ctx)));
-  art.append(isOpen ? el("div", {class: "picture-scroll"}, domainPicture(t.domain, t.nodes, ctx)) : miniPicture(t.domain, t.nodes, ctx));
+  const picture = () => (state.complete ? el("div", {class: "picture-scroll"}, domainPicture(t.domain, t.nodes, ctx))
+    : el("p", {class: "meta loading"}, "Drawn when the whole inventory has arrived…"));
+  art.append(isOpen ? picture() : miniPicture(t.domain, t.nodes, ctx));
   return art;
 }
 
@@ -159,10 +170,20 @@ function renderOverview(force = false) {
   } else {
     state.signature = sig;
     const list = sortTiles(tiles());
-    box.replaceChildren(...list.map(tile));
+    // Until the whole document is here, only the first screens of tiles are drawn (the rest come with it).
+    const drawn = state.complete ? list : list.slice(0, firstScreens());
+    state.partial = drawn.length < list.length;
+    box.replaceChildren(...drawn.map(tile));
+    if (state.partial) box.append(el("p", {class: "meta loading"}, `Drawing ${list.length - drawn.length} more domains…`));
     if (!list.length) box.append(el("p", {class: "empty"}, "No nodes."));
   }
   applyFilter();
+}
+
+/** About two screens of tiles (at least 300 px wide, at least about 90 px high). */
+function firstScreens() {
+  const cols = Math.max(1, Math.floor(($("overview").clientWidth || 1200) / 310));
+  return cols * Math.ceil(2 * (window.innerHeight || 1000) / 90);
 }
 
 function applyFilter() {
@@ -186,8 +207,9 @@ function renderDetails(scroll = false) {
     main.classList.toggle("has-host", Boolean(node));
     if (state.doc) renderOverview(true);  // the overview's width changed: redraw the open pictures to fit
   }
-  if (!node) {
-    box.replaceChildren(el("p", {class: "empty"}, "Select a host or a device to see its topology, matrix, holders and metrics."));
+  if (!node || !state.complete) {
+    box.replaceChildren(el("p", {class: "empty"}, node ? "Loading the host's details…"
+      : "Select a host or a device to see its topology, matrix, holders and metrics."));
     return;
   }
   box.replaceChildren(hostPanel(node, ctx));
@@ -219,22 +241,38 @@ function renderSummary() {
     : "No Ray cluster could be read, so nothing below describes one. ") + dash.error + ` (tried again every ${dash.refresh_s || 3} s)`;
 }
 
-function render(doc) {
+function render(doc, complete) {
   const first = state.doc === null;
+  const upgrade = complete && !state.complete && (state.openAll || state.open.size > 0 || state.partial);  // placeholders to draw
+  state.complete = complete;
   index(doc);
   renderSummary();
   document.querySelector("main").classList.toggle("has-host", Boolean(state.host && state.nodes.get(state.host)));
-  renderOverview(first);
+  renderOverview(first || upgrade);
   renderDetails(false);
-  $("pgs").replaceChildren(pgPanel(doc, ctx));
-  $("holders").replaceChildren(holderPanel(doc, ctx));
-  $("degraded").replaceChildren(degradedPanel(doc, ctx));
-  $("metrics").replaceChildren(metricsPanel(doc));
+  if (complete) {  // the panels below the overview wait for the whole document
+    $("pgs").replaceChildren(pgPanel(doc, ctx));
+    $("holders").replaceChildren(holderPanel(doc, ctx));
+    $("degraded").replaceChildren(degradedPanel(doc, ctx));
+    $("metrics").replaceChildren(metricsPanel(doc));
+  }
   document.body.dataset.generation = String((doc.dashboard || {}).generation || 0);
-  if (first) {
-    performance.mark("interactive");
+  if (first) performance.mark("interactive");
+  if (complete && document.body.dataset.state !== "ready") {
+    performance.mark("complete");
     document.body.dataset.state = "ready";
   }
+}
+
+async function fetchDoc(view) {
+  // The overview is the response index.html preloads (a fetch of the same URL and mode takes it over).
+  const r = await fetch(view ? "api/cluster?view=" + view : "api/cluster", view ? {} : {cache: "no-store", credentials: "same-origin"});
+  if (!r.ok) throw new Error("HTTP " + r.status);
+  const text = await r.text();
+  performance.mark("fetched " + (view || "full"));
+  const doc = JSON.parse(text);
+  performance.mark("parsed " + (view || "full"));
+  return doc;
 }
 
 function setFilter(text) {
@@ -256,11 +294,10 @@ function setFilter(text) {
 async function poll() {
   let wait = 3000;
   try {
-    const r = await fetch("api/cluster", {cache: "no-store", credentials: "same-origin"});
-    if (!r.ok) throw new Error("HTTP " + r.status);
-    const doc = await r.json();
+    if (state.doc === null) render(await fetchDoc("overview"), false);
+    const doc = await fetchDoc(null);
     wait = Math.max(500, ((doc.dashboard || {}).refresh_s || 3) * 1000);
-    render(doc);
+    render(doc, true);
   } catch (e) {
     $("status").textContent = "Cannot read the cluster from the dashboard server (" + e.message + "); retrying.";
   } finally {

@@ -325,8 +325,12 @@ export function miniPicture(domain, nodes, ctx) {
   order.forEach((node, i) => {
     const x = 1 + (i % per) * (q + 3), y = 1 + Math.floor(i / per) * (q + 3);
     if (!node) { box.append(svg("rect", {class: "absent", x, y, width: q, height: q, rx: 2}, tip(`rank ${i}: not in the cluster`))); return; }
-    box.append(svg("rect", {class: "host occ-" + ctx.occupancy(node), x, y, width: q, height: q, rx: 2, "data-node-id": node.node_id,
-      onclick: ev => { ev.stopPropagation(); ctx.onHost(node.node_id); }}, tip(`${node.hostname}: ${ctx.occupancy(node)}`)));
+    box.append(svg("rect", {class: "host occ-" + ctx.occupancy(node), x, y, width: q, height: q, rx: 2, "data-node-id": node.node_id},
+      tip(`${node.hostname}: ${ctx.occupancy(node)}`)));
+  });
+  box.addEventListener("click", ev => {  // one listener per tile, not one per host
+    const host = ev.target.closest("rect.host");
+    if (host) { ev.stopPropagation(); ctx.onHost(host.dataset.nodeId); }
   });
   return box;
 }
