@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import CommandError, HostReadError
+from ..problems import ENTRIES_DANGLING, SNAPSHOT_ENV_INVALID, TOOL_NOT_RECORDED
 from . import snapshot as _snapshot
 from .metadata import MetadataClient
 from .protocol import MAX_READ_BYTES, ROOT_ENV, Deadline
@@ -82,6 +83,8 @@ class FsHost:
         self.access_errors: dict[str, str] = {}
         #: FIFOs, sockets and device nodes found where a file was read: host path -> what it is
         self.special_files: dict[str, str] = {}
+        #: what the host itself found, with its problem code: path -> (code, what)
+        self.coded_notes: dict[str, tuple[str, str]] = {}
 
     def __repr__(self) -> str:
         where = self.snapshot_dir or self.root
@@ -323,7 +326,8 @@ class FsHost:
                 kept = without_dangling(fs_path, names)
                 self._listed[path] = sorted(kept)
                 if len(kept) < len(names):
-                    self.special_files[path] = f"{len(names) - len(kept)} of {len(names)} entries are dangling links; left out"
+                    self.coded_notes[path] = (
+                        ENTRIES_DANGLING, f"{len(names) - len(kept)} of {len(names)} entries are dangling links; left out")
         return list(self._listed[path])
 
     # -- tools and libraries -------------------------------------------------------------------
@@ -339,7 +343,7 @@ class FsHost:
             raise CommandError(argv, "not installed")
         if not self.run_tools:
             raise CommandError(argv, "not recorded; the program in the root is not run (under a root other than / "
-                                     "only recordings are read)")
+                                     "only recordings are read)", code=TOOL_NOT_RECORDED)
         timeout = self.deadline.clamp(timeout_s)
         if timeout <= 0:
             raise CommandError(argv, "discovery budget spent before the tool could run")
@@ -406,8 +410,15 @@ def open_host(
     if not Path(root).is_dir():
         raise HostReadError(str(root), "host root is not a directory")
     if _snapshot.is_snapshot_dir(root):
-        env = _snapshot.snapshot_env(root, environ)
-        return FsHost(Path(root) / _snapshot.ROOTFS, env=env, budget_s=budget_s, snapshot_dir=root, deadline=deadline)
+        try:
+            env, unusable = _snapshot.snapshot_env(root, environ), None
+        except HostReadError as exc:  # the node is degraded, not lost: its files are still read
+            env, unusable = _snapshot.snapshot_env(root, environ, recorded=False), exc
+        host = FsHost(Path(root) / _snapshot.ROOTFS, env=env, budget_s=budget_s, snapshot_dir=root, deadline=deadline)
+        if unusable is not None:
+            host.coded_notes[_snapshot.ENV_FILE] = (
+                SNAPSHOT_ENV_INVALID, f"{unusable.reason}; discovery ran without the recorded environment")
+        return host
     return FsHost(root, env=environ, budget_s=budget_s, deadline=deadline)
 
 
