@@ -33,6 +33,7 @@ from typing import Any
 
 from ..backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
 from ..errors import BackendLoadError
+from ..host.entry_points import group_entry_points
 from ..host.protocol import DISABLE_ENV
 from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
 from ..problems import (
@@ -44,7 +45,6 @@ from ..problems import (
     ProblemCode,
     declare,
 )
-from .entry_points import group_entry_points
 
 __all__ = [
     "ENTRY_POINT_GROUP",

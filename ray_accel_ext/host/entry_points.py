@@ -3,7 +3,10 @@
 A distribution's metadata is outside text: its ``entry_points.txt`` may be a FIFO (a read would
 block for ever), hold bytes that are not UTF-8 or a line that is not ``name = module:attr``, and
 its ``METADATA`` may be Latin-1. Each of these skips that distribution only, with a line that
-names it; every other distribution's entry points are still read.
+names it; every other distribution's entry points are still read. A distribution is parsed only
+when its ``entry_points.txt`` names the group (looked for in its bytes), so one group's reader
+names only the broken distributions that declare that group. The backend registry
+(``ray_accel_ext.backends``) and the SKU database (``ray_accel_ext.skus``) read their groups here.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ import os
 from collections.abc import Iterator
 from importlib import metadata as importlib_metadata
 
-from ..host.regular import special_kind
+from .regular import special_kind
 
 __all__ = ["group_entry_points"]
+
+_MAX_ENTRY_POINTS_BYTES = 1 << 20  # far more than any distribution declares
 
 
 def _special_metadata(dist: importlib_metadata.Distribution) -> str | None:
@@ -37,9 +42,26 @@ def _where(dist: importlib_metadata.Distribution) -> str:
     return str(getattr(dist, "_path", None) or "a distribution")
 
 
+def _declares(dist: importlib_metadata.Distribution, group: str) -> bool:
+    """Whether the distribution's ``entry_points.txt`` names ``group``, from its bytes (True when
+    it cannot be told: the parser decides)."""
+    base = getattr(dist, "_path", None)
+    if base is None:
+        return True
+    try:
+        with open(os.path.join(str(base), "entry_points.txt"), "rb") as f:
+            return f"[{group}]".encode() in f.read(_MAX_ENTRY_POINTS_BYTES)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
 def _entries(dist: importlib_metadata.Distribution, group: str) -> list[tuple[str, str, str]]:
     """``(name, value, "dist version")`` of ``group`` in one distribution; raises what its
     metadata makes the standard library raise (UnicodeDecodeError, ValueError ...)."""
+    if not _declares(dist, group):
+        return []
     text = dist.read_text("entry_points.txt")
     if not text or f"[{group}]" not in text:
         return []
