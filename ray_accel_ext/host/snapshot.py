@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROOTFS", "ENV_FILE", "METADATA_FILE", "EXPECTED_FILE", "README_FILE", "LIBRARIES_DIR", "COMMANDS_DIR",
-    "KEEP_MARKER", "is_snapshot_dir", "snapshot_dirs", "snapshot_env", "recorded_command", "recorded_library",
+    "KEEP_MARKER", "is_snapshot_dir", "snapshot_dirs", "snapshot_env", "usable_env", "recorded_command", "recorded_library",
     "metadata_spec", "load_expected", "expected_of", "write_json", "keep_empty_directories",
 ]
 
@@ -86,6 +86,15 @@ def snapshot_env(snapshot: str | os.PathLike[str], environ: Mapping[str, str], *
         env.update({str(k): str(v) for k, v in loaded.items()})
     env.update({k: environ[k] for k in PASSTHROUGH_ENV if k in environ})
     return env
+
+
+def usable_env(snapshot: str | os.PathLike[str], environ: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """:func:`snapshot_env`, or, for an unusable ``env.json``, the pass-through variables alone
+    and why."""
+    try:
+        return snapshot_env(snapshot, environ), None
+    except HostReadError as exc:
+        return snapshot_env(snapshot, environ, recorded=False), f"{exc.reason}; discovery ran without the recorded environment"
 
 
 def recorded_command(snapshot: Path, argv: list[str]) -> str | None:

@@ -87,7 +87,7 @@ def access_problems(host: Host, already: list[Problem]) -> list[Problem]:
         if f"{path}: " not in said:
             out.append(Problem(code=FILE_UNREADABLE, backend="host", stage="detect", error="HostReadError",
                                message=f"{path}: {what}"))
-    for path, (code, what) in sorted(dict(getattr(host, "coded_notes", None) or {}).items()):
+    for (path, code), what in sorted(dict(getattr(host, "coded_notes", None) or {}).items()):
         out.append(Problem(code=code, backend="host", stage="detect", error="HostReadError", message=f"{path}: {what}"))
     return out
 
