@@ -118,6 +118,28 @@ def hostile_inprocess_section(cases: list[dict]) -> list[str]:
     return out
 
 
+def trust_section(cases: list[dict]) -> list[str]:
+    """A row per trust-boundary case (CLI and real ``ray start``) with the problem code it was said with."""
+    rows = [c for c in cases if c["module"] in ("trust", "trust_ray")]
+    if not rows:
+        return []
+    out = ["## Trust boundaries: snapshots, third-party answers, settings and the dashboard", "",
+           "Each case through the command a user runs (`ray-accel discover`, `ray-args`, `doctor`, `skus`,",
+           "`record`; `tests/reliability/test_trust.py`) or a real `ray start` with the hook",
+           "(`test_trust_ray.py`). The code is the problem's code (`docs/problems.md`) in",
+           "`discover --format json`, `doctor --format json` or the hook's discovery event; readers decide",
+           "from it, never from the words.", "",
+           "| where | class | outcome | code | what was reported |", "|---|---|---|---|---|"]
+    for c in rows:
+        where = "ray start" if c["module"] == "trust_ray" else "CLI"
+        group = c["group"].removeprefix("ray start (").removesuffix(")")
+        code = f"`{c['code']}`" if c.get("code") else "-"
+        out.append(f"| {where} | {_cell(group)}: {_cell(c['class'])} | {c['outcome']} | {code} | "
+                   f"{_cell(c.get('reported') or c['detail'])[:160]} |")
+    out.append("")
+    return out
+
+
 def boundary_section(bench: dict | None) -> list[str]:
     out = [
         "## Process boundary: in-tree backends in threads, third-party backends in forked workers",

@@ -36,23 +36,7 @@ from .errors import (
     ProviderTimeout,
     RayAccelError,
 )
-from .trust_codes import (  # noqa: F401 - re-exported: the trust-boundary codes, grouped there
-    ANSWER_TOO_LARGE,
-    BACKEND_NOT_STARTED,
-    DECLARATION_INVALID,
-    DISTRIBUTION_SKIPPED,
-    ENDPOINT_MALFORMED,
-    ENTRIES_CAPPED,
-    ENTRIES_DANGLING,
-    ENTRY_POINT_REFUSED,
-    LABELS_CUT,
-    PREFIX_RESERVED,
-    RECORDING_INVALID,
-    SNAPSHOT_ENV_INVALID,
-    TOOL_NOT_RECORDED,
-    TRUST_CODES,
-    VALUE_BOUNDED,
-)
+from .trust_codes import *  # noqa: F403 - the trust-boundary codes, grouped there, re-exported here
 
 __all__ = [
     "SEVERITIES",
@@ -268,7 +252,7 @@ _BUILTIN: dict[str, ProblemCode] = dict([
           "and its raylet accepts tasks; run `ray-accel doctor` on the node"),
     _code(START_DEGRADED, "error", "the node started degraded",
           "run `ray-accel doctor` on the node; its `ray start` log has the discovery reasons"),
-    *(_code(*entry) for entry in TRUST_CODES),
+    *(_code(*entry) for entry in TRUST_CODES),  # noqa: F405
 ])
 
 # Every code constant is public (vendors and readers name codes by them, never by their spelling).

@@ -7,7 +7,11 @@ that module stays one job long. Each entry is ``(code, severity, summary, fix)``
 
 from __future__ import annotations
 
-__all__ = ["TRUST_CODES"]
+__all__ = [  # noqa: RUF022 - in the order below
+    "TRUST_CODES", "TOOL_NOT_RECORDED", "RECORDING_INVALID", "SNAPSHOT_ENV_INVALID", "DECLARATION_INVALID",
+    "PREFIX_RESERVED", "VALUE_BOUNDED", "ANSWER_TOO_LARGE", "LABELS_CUT", "DISTRIBUTION_SKIPPED", "ENTRY_POINT_REFUSED",
+    "BACKEND_NOT_STARTED", "ENDPOINT_MALFORMED", "ENTRIES_DANGLING", "ENTRIES_CAPPED",
+]
 
 TOOL_NOT_RECORDED = "tool-not-recorded"
 RECORDING_INVALID = "recording-invalid"

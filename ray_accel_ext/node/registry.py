@@ -36,15 +36,7 @@ from ..errors import BackendLoadError
 from ..host.entry_points import group_entry_points
 from ..host.protocol import DISABLE_ENV
 from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
-from ..problems import (
-    BACKEND_LOAD,
-    DECLARATION_INVALID,
-    DISTRIBUTION_SKIPPED,
-    ENTRY_POINT_REFUSED,
-    PREFIX_RESERVED,
-    ProblemCode,
-    declare,
-)
+from ..problems import BACKEND_LOAD, DECLARATION_INVALID, DISTRIBUTION_SKIPPED, ENTRY_POINT_REFUSED, PREFIX_RESERVED, ProblemCode, declare
 
 __all__ = [
     "ENTRY_POINT_GROUP",
