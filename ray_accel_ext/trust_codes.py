@@ -62,7 +62,8 @@ TRUST_CODES: tuple[tuple[str, str, str, str], ...] = (
      "an installed distribution's metadata (METADATA, entry_points.txt) cannot be read; its entry points are not "
      "loaded",
      "reinstall or remove the distribution named (`pip install --force-reinstall <dist>`); the other "
-     "distributions' backends are loaded"),
+     "distributions' backends are loaded. A broken entry_points.txt also stops the `ray` command before any hook "
+     "(pydantic's plugin scan): until it is fixed, start Ray with PYDANTIC_DISABLE_PLUGINS=__all__ (docs/vendors.md)"),
     (ENTRY_POINT_REFUSED, "error",
      "a third-party entry point has the name of an in-tree backend; the in-tree backend keeps the name",
      "the third-party package must use a name of its own: report it to its vendor, or uninstall it"),

@@ -1,7 +1,8 @@
 """Real ``ray start`` through the hook on the trust-boundary classes (test_trust.py has them all
-through the CLI): third-party answers and broken distributions, 300 entry points sleeping at
-import, a 1 MiB NIC ``local_cpulist``, a FIFO in ``RAY_ACCEL_SKU_DIR``, 50,000 dangling PCI
-entries, a malformed ``GCE_METADATA_HOST``.
+through the CLI): third-party answers and broken distributions (a malformed ``entry_points.txt``
+with ``PYDANTIC_DISABLE_PLUGINS=__all__``), 300 entry points sleeping at import, a 1 MiB NIC
+``local_cpulist``, a FIFO in ``RAY_ACCEL_SKU_DIR``, 50,000 dangling PCI entries, a malformed
+``GCE_METADATA_HOST``.
 
 Worker nodes join an intact head with a plain, non-blocking ``ray start``, two at a time with an
 intact baseline (the harness of test_hostile_ray.py). Shown for every node: ``ray start`` exits 0;
@@ -67,14 +68,18 @@ def _write_results():
 def _plans(tmp_path):
     """[(node name, snapshot, env, (resource, count), [(group, class, (code, needle))])]."""
     site = install_hostile_answers(tmp_path / "answers")
-    # A malformed or non-UTF-8 entry_points.txt breaks `import ray` itself (pydantic's plugin
-    # loader reads every distribution's entry points), before any hook: those two are shown
-    # through the CLI only (test_trust.py), like a FIFO there (test_hostile_ray.py).
+    # A malformed or non-UTF-8 entry_points.txt stops the `ray` command at its import, before any
+    # hook (pydantic's plugin scan parses every distribution: docs/vendors.md, "Register it"); with
+    # PYDANTIC_DISABLE_PLUGINS=__all__, the documented way out, the node starts and names it.
     broken = ("latin1-metadata", "nvidia-gpu-clash")
     install_broken_distributions(site, broken)
     classes = [("third-party answer", a.what, (ANSWER_CODES[a.key], a.name)) for a in HOSTILE_ANSWERS]
     classes += [("broken distribution", BROKEN_DISTRIBUTIONS[name][0], BROKEN_CODES[name]) for name in broken]
     plans = [("answers", H100, {"PYTHONPATH": str(site)}, ("GPU", 8), classes)]
+    bad_ep = install_broken_distributions(tmp_path / "bad-ep", ("malformed-entry-points",))
+    plans.append(("bad-ep", H100, {"PYTHONPATH": str(bad_ep), "PYDANTIC_DISABLE_PLUGINS": "__all__"}, ("GPU", 8),
+                  [("broken distribution", "a malformed line in entry_points.txt (PYDANTIC_DISABLE_PLUGINS=__all__)",
+                    (codes.DISTRIBUTION_SKIPPED, "broken_malformed_entry_points-1.0.dist-info"))]))
     sleepers = install_sleepers(tmp_path / "sleepers", 300)
     plans.append(("sleepers", H100, {"PYTHONPATH": str(sleepers)}, ("GPU", 8),
                   [("third-party backends", "300 entry points sleeping at import", (codes.BACKEND_NOT_STARTED, ""))]))
