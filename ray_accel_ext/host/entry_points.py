@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from importlib import metadata as importlib_metadata
 
-from .regular import special_kind
+from .regular import read_regular, special_kind
 
 __all__ = ["group_entry_points"]
 
@@ -49,8 +49,7 @@ def _declares(dist: importlib_metadata.Distribution, group: str) -> bool:
     if base is None:
         return True
     try:
-        with open(os.path.join(str(base), "entry_points.txt"), "rb") as f:
-            return f"[{group}]".encode() in f.read(_MAX_ENTRY_POINTS_BYTES)
+        return f"[{group}]".encode() in read_regular(os.path.join(str(base), "entry_points.txt"), _MAX_ENTRY_POINTS_BYTES)
     except FileNotFoundError:
         return False
     except OSError:
