@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from importlib import metadata as importlib_metadata
 
-from .regular import read_regular, special_kind
+from .regular import SpecialFile, read_regular, special_kind
 
 __all__ = ["group_entry_points"]
 
@@ -52,6 +52,8 @@ def _declares(dist: importlib_metadata.Distribution, group: str) -> bool:
         return f"[{group}]".encode() in read_regular(os.path.join(str(base), "entry_points.txt"), _MAX_ENTRY_POINTS_BYTES)
     except FileNotFoundError:
         return False
+    except SpecialFile:
+        raise  # swapped for a FIFO since it was looked at: that distribution is skipped
     except OSError:
         return True
 
