@@ -389,12 +389,16 @@ def test_doctor_and_record_contain_hostile_backends(tmp_path, command):
     rc, out, err, elapsed, left = _cli(args, site=site, env={"RAY_ACCEL_DISABLE": "hostile_import_hang"})
     assert rc in (0, 1) and out, (rc, err[-2000:])
     assert not left and elapsed <= STRUCTURAL_S
+    code = ""
     if command == "doctor":
-        said = _said([f["message"] for f in json.loads(out)["findings"]], "hostile_detect_exit")
+        exited = [f for f in json.loads(out)["findings"] if "hostile_detect_exit" in f["message"]]
+        assert exited and exited[0]["cause"] == codes.BACKEND_CRASH, out[-2000:]
+        said, code = exited[0]["message"], codes.BACKEND_CRASH
     else:
         assert (tmp_path / "rec" / "expected.json").is_file()
         said = next(line for line in out.splitlines() if "nvidia_gpu x8" in line)
-    _record("doctor and record", f"`{command}` with every hostile backend (os._exit, threads, hangs)", elapsed, said)
+    _record("doctor and record", f"`{command}` with every hostile backend (os._exit, threads, hangs)", elapsed, said,
+            code=code)
 
 
 # -- 16. hostile env.json ---------------------------------------------------------------------------
