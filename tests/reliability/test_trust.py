@@ -164,6 +164,19 @@ def test_no_program_of_a_snapshot_is_executed(tmp_path, snapshot, tool, command)
             code=codes.TOOL_NOT_RECORDED if command in ("discover", "doctor") else "")
 
 
+@pytest.mark.parametrize("content", [b"not json", b"[1, 2]", b"[" * 100_000])
+def test_an_unusable_recording_is_coded_and_runs_nothing(tmp_path, content):
+    snap = copy_snapshot(TRN2, tmp_path / "snap")
+    marker = tmp_path / "it-ran"
+    plant_tool(snap, "/opt/aws/neuron/bin/neuron-ls", marker)
+    (snap / "commands" / "neuron-ls.json").write_bytes(content)
+    counts, reasons, elapsed, left = _discover(snap)
+    assert counts.get("neuron_cores") == 64 and not left and not marker.exists(), (counts, reasons)
+    said = _said(reasons, codes.RECORDING_INVALID, "neuron-ls")
+    _record("snapshot is data", f"commands/neuron-ls.json holding {content[:12]!r} ({len(content):,} bytes)", elapsed,
+            said, code=codes.RECORDING_INVALID)
+
+
 def test_conformance_on_a_snapshot_runs_no_program(tmp_path):
     snap = copy_snapshot(TRN2, tmp_path / "hosts" / "neuron" / "trn2")
     marker = tmp_path / "it-ran"
