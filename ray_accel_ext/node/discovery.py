@@ -258,8 +258,9 @@ def _tasks(host: Host, problems: list[Problem]) -> list[Any]:
                                 message=f"not started: {why}"))
     if len(unstarted) > MAX_WORKERS:
         rest = unstarted[MAX_WORKERS:]
-        problems.append(Problem(code=BACKEND_NOT_STARTED, backend="registry", stage="budget", error="TimeoutError", message=(
-            f"{len(rest)} more third-party backend(s) not started ({', '.join(rest[:3])}, ...): {why}")))
+        problems.append(Problem(code=BACKEND_NOT_STARTED, backend="registry", stage="budget", error="TimeoutError",
+                                message=f"{len(rest)} more third-party backend(s) not started "
+                                        f"({', '.join(rest[:3])}, ...): {why}"))
     return tasks
 
 
@@ -324,14 +325,12 @@ def _failure_code(stage: str, error: str, code: str | None) -> str:
     """The code of a backend-level failure: a precise code its raiser gave it (a reserved prefix
     at load), else its stage for load and budget, else the code of what was raised (from its
     structure), else a crash."""
-    precise = bool(code) and code != DEGRADED and valid_code(code)
+    precise = code if code and code != DEGRADED and valid_code(code) else None
     if stage == "load":
-        return code if precise and code != BACKEND_CRASH else BACKEND_LOAD  # type: ignore[return-value]
+        return precise if precise is not None and precise != BACKEND_CRASH else BACKEND_LOAD
     if stage == "budget":
         return BUDGET
-    if precise:
-        return code  # type: ignore[return-value]
-    return code_of_error_name(error, BACKEND_CRASH)
+    return precise or code_of_error_name(error, BACKEND_CRASH)
 
 
 def _clean(message: str) -> str:
