@@ -45,6 +45,7 @@ __all__ = [
     "declaration_problems",
     "bounded",
     "check_counts",
+    "check_lengths",
 ]
 
 # Ray 2.60 ray._private.ray_constants.MAX_RESOURCE_QUANTITY: `ray start` refuses a larger quantity.
@@ -120,6 +121,16 @@ def check_counts(data: Any) -> None:
                                "publishes; the answer is refused", "attributes", code=ANSWER_TOO_LARGE)
 
 
+def check_lengths(desc: NodeDescription) -> None:
+    """The list bounds of :func:`check_counts` on a description, before it is turned into data
+    (in a worker: 20,000 devices take seconds to serialize); DescriptionError naming the list."""
+    for field, limit in (("devices", MAX_DEVICES), ("links", MAX_LINKS), ("nics", MAX_NICS)):
+        count = len(getattr(desc, field))
+        if count > limit:
+            raise DescriptionError(f"{count} entries, at most {limit} on one node; the answer is refused", field,
+                                   code=ANSWER_TOO_LARGE)
+
+
 def bounded(desc: NodeDescription, budget: LabelBudget) -> NodeDescription:
     """``desc`` within the bounds of the module doc: attributes past the node's label budget cut
     (said in its problems); DescriptionError for a quantity or a list no node can publish."""
@@ -127,11 +138,7 @@ def bounded(desc: NodeDescription, budget: LabelBudget) -> NodeDescription:
     if not math.isfinite(quantity) or not 0 <= quantity <= MAX_RESOURCE_QUANTITY:
         raise DescriptionError(f"{quantity!r} is outside 0..{MAX_RESOURCE_QUANTITY:g}, what Ray accepts; "
                                "the answer is refused", "resource_quantity", code=VALUE_BOUNDED)
-    for field, limit in (("devices", MAX_DEVICES), ("links", MAX_LINKS), ("nics", MAX_NICS)):
-        count = len(getattr(desc, field))
-        if count > limit:
-            raise DescriptionError(f"{count} entries, at most {limit} on one node; the answer is refused", field,
-                                   code=ANSWER_TOO_LARGE)
+    check_lengths(desc)
     kept: dict[str, str] = {}
     cut: list[str] = []
     for key, value in desc.attributes.items():
