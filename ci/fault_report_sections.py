@@ -2,10 +2,13 @@
 
 Only prose and tables built from the results: ``hostile_ray`` (real ``ray start`` per class,
 tests/reliability/test_hostile_ray.py), ``hostile`` (the same classes in-process,
-tests/reliability/test_hostile.py) and the benchmark's ``bench_discovery.json``.
+tests/reliability/test_hostile.py), ``trust`` and ``trust_ray`` (the trust boundaries with each
+case's problem code, test_trust.py and test_trust_ray.py) and the benchmark's ``bench_discovery.json``.
 """
 
 from __future__ import annotations
+
+import re
 
 GUARANTEE = [
     "## The guarantee and the bound",
@@ -137,8 +140,8 @@ def trust_section(cases: list[dict]) -> list[str]:
         where = "ray start" if c["module"] == "trust_ray" else "CLI"
         group = c["group"].removeprefix("ray start (").removesuffix(")")
         code = f"`{c['code']}`" if c.get("code") else "-"
-        out.append(f"| {where} | {_cell(group)}: {_cell(c['class'])} | {c['outcome']} | {code} | "
-                   f"{_cell(c.get('reported') or c['detail'])[:160]} |")
+        said = re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s]+", "<tmp>", str(c.get("reported") or c["detail"]))
+        out.append(f"| {where} | {_cell(group)}: {_cell(c['class'])} | {c['outcome']} | {code} | {_cell(said)[:160]} |")
     out.append("")
     return out
 

@@ -303,10 +303,11 @@ def test_a_hostile_sku_directory_is_skipped_by_every_command(tmp_path, kind):
         assert needle in out + err and not left2, (args, out[-1500:], err[-1500:])
         if args[0] == "doctor":
             assert codes.SKU_FILE in _doctor_causes(out), out[-1500:]
-        said = next(line for line in (out + err).splitlines() if needle in line).strip()
+        said = next(line for line in (out + err).splitlines() if needle in line).strip().replace(str(tmp_path), "<tmp>")
         _record("hostile setting", f"RAY_ACCEL_SKU_DIR with a {kind} a.json, `{' '.join(map(str, args[:2]))}`",
-                took, said[:300])
-    _record("hostile setting", f"RAY_ACCEL_SKU_DIR with a {kind} a.json, `ray-args`", elapsed, needle)
+                took, said[:300], code=codes.SKU_FILE if args[0] == "doctor" else "")
+    said = _said(reasons, codes.SKU_FILE, needle).replace(str(tmp_path), "<tmp>")
+    _record("hostile setting", f"RAY_ACCEL_SKU_DIR with a {kind} a.json, `discover`", elapsed, said, code=codes.SKU_FILE)
 
 
 # -- 9. malformed endpoint settings ----------------------------------------------------------------
