@@ -4,7 +4,8 @@ Every case runs ``ray-accel`` in its own process, as a user would (``discover`` 
 ``doctor`` / ``skus`` / ``record``), on a copy of a shipped snapshot with one hostile thing in it
 (``ray_accel_ext.testing.hostile_answers`` and ``hostile_snapshot``). Shown for each: the command
 ends (the one timed assertion is structural: far below the kit's hangs of 10 s and more), the
-healthy devices are kept, the loss is said, no process of the command is left, no program of the
+healthy devices are kept, the loss is said as a coded problem (the code is what is asserted, in
+``discover``/``doctor --format json``), no process of the command is left, no program of the
 snapshot ran, no secret is written. The ``ray start`` cases are in test_trust_ray.py.
 """
 
