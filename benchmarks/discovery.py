@@ -47,7 +47,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 from ray_accel_ext.host import FsHost, open_host
-from ray_accel_ext.node import entry_points as entry_point_scan
+from ray_accel_ext.host import entry_points as entry_point_scan
 from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.node.registry import load_backends, scan_backends
 

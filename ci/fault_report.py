@@ -23,7 +23,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fault_report_sections import GUARANTEE, boundary_section, hostile_inprocess_section, hostile_ray_section  # noqa: E402
+from fault_report_sections import (  # noqa: E402
+    GUARANTEE,
+    boundary_section,
+    hostile_inprocess_section,
+    hostile_ray_section,
+    trust_section,
+)
 
 RESULTS = REPO / "artifacts" / "reliability"
 MODULES = {
@@ -212,6 +218,7 @@ def render(cases: list[dict], written: dict[str, str], missing: list[str], bench
         "endless and huge declared bodies, redirect to another host).",
         "",
         *hostile_inprocess_section(cases),
+        *trust_section(cases),
     ]
     return "\n".join(lines)
 

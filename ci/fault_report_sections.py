@@ -2,10 +2,13 @@
 
 Only prose and tables built from the results: ``hostile_ray`` (real ``ray start`` per class,
 tests/reliability/test_hostile_ray.py), ``hostile`` (the same classes in-process,
-tests/reliability/test_hostile.py) and the benchmark's ``bench_discovery.json``.
+tests/reliability/test_hostile.py), ``trust`` and ``trust_ray`` (the trust boundaries with each
+case's problem code, test_trust.py and test_trust_ray.py) and the benchmark's ``bench_discovery.json``.
 """
 
 from __future__ import annotations
+
+import re
 
 GUARANTEE = [
     "## The guarantee and the bound",
@@ -48,9 +51,12 @@ GUARANTEE = [
     "",
     "What is outside the bound, and why:",
     "",
-    "- A FIFO as a distribution's `entry_points.txt` on `sys.path`: `import ray` itself reads every",
-    "  entry point and blocks there, before any hook runs. (Our own scan skips that distribution and",
-    "  says so.)",
+    "- A broken distribution on `sys.path` (a FIFO, non-UTF-8 bytes or a line without `=` as its",
+    "  `entry_points.txt`): the `ray` command's own import builds a pydantic model, whose plugin scan",
+    "  parses every distribution's entry points and blocks or raises there, before any hook runs",
+    "  (`import ray` alone does not; `docs/vendors.md`, \"Register it\"). With",
+    "  `PYDANTIC_DISABLE_PLUGINS=__all__` the node starts; our own scan skips that distribution and",
+    "  says so (`distribution-skipped`).",
     "- A regular file whose read blocks in the kernel (a hung NFS or FUSE mount, a wedged driver):",
     "  the reading thread is abandoned at the budget and nothing waits for it; a worker process stuck",
     "  that way cannot be killed until the read returns.",
@@ -114,6 +120,28 @@ def hostile_inprocess_section(cases: list[dict]) -> list[str]:
            "| class | outcome | what was reported |", "|---|---|---|"]
     for cls, c in seen.items():
         out.append(f"| {_cell(cls)} | {c['outcome']} | {_cell(c.get('reported') or c['detail'])[:160]} |")
+    out.append("")
+    return out
+
+
+def trust_section(cases: list[dict]) -> list[str]:
+    """A row per trust-boundary case (CLI and real ``ray start``) with the problem code it was said with."""
+    rows = [c for c in cases if c["module"] in ("trust", "trust_ray")]
+    if not rows:
+        return []
+    out = ["## Trust boundaries: snapshots, third-party answers, settings and the dashboard", "",
+           "Each case through the command a user runs (`ray-accel discover`, `ray-args`, `doctor`, `skus`,",
+           "`record`; `tests/reliability/test_trust.py`) or a real `ray start` with the hook",
+           "(`test_trust_ray.py`). The code is the problem's code (`docs/problems.md`) in",
+           "`discover --format json`, `doctor --format json` or the hook's discovery event; readers decide",
+           "from it, never from the words.", "",
+           "| where | class | outcome | code | what was reported |", "|---|---|---|---|---|"]
+    for c in rows:
+        where = "ray start" if c["module"] == "trust_ray" else "CLI"
+        group = c["group"].removeprefix("ray start (").removesuffix(")")
+        code = f"`{c['code']}`" if c.get("code") else "-"
+        said = re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s]+", "<tmp>", str(c.get("reported") or c["detail"]))
+        out.append(f"| {where} | {_cell(group)}: {_cell(c['class'])} | {c['outcome']} | {code} | {_cell(said)[:160]} |")
     out.append("")
     return out
 

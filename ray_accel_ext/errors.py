@@ -49,14 +49,16 @@ __all__ = [
 
 
 class RayAccelError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose. ``code``: the problem code its
+    raiser gives it (:mod:`ray_accel_ext.problems`), when the class and fields alone do not say it."""
 
     layer = "internal"
 
-    def __init__(self, message: str, **data: Any) -> None:
+    def __init__(self, message: str, *, code: str | None = None, **data: Any) -> None:
         super().__init__(message)
         self.message = message
         self.data = data
+        self.code = code
 
     def to_dict(self) -> dict[str, Any]:
         return {"error": type(self).__name__, "layer": self.layer, "message": self.message, **self.data}
@@ -74,8 +76,8 @@ class DiscoveryError(RayAccelError):
 class HostReadError(DiscoveryError):
     """A host file or directory is missing where required, unreadable, corrupt, or loops."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}", path=path, reason=reason)
+    def __init__(self, path: str, reason: str, *, code: str | None = None) -> None:
+        super().__init__(f"{path}: {reason}", code=code, path=path, reason=reason)
         self.path = path
         self.reason = reason
 
@@ -83,8 +85,8 @@ class HostReadError(DiscoveryError):
 class CommandError(DiscoveryError):
     """An external tool was missing, timed out, failed, or printed something unparsable."""
 
-    def __init__(self, argv: list[str] | tuple[str, ...], reason: str) -> None:
-        super().__init__(f"{argv[0]}: {reason}", argv=list(argv), reason=reason)
+    def __init__(self, argv: list[str] | tuple[str, ...], reason: str, *, code: str | None = None) -> None:
+        super().__init__(f"{argv[0]}: {reason}", code=code, argv=list(argv), reason=reason)
         self.argv = list(argv)
         self.reason = reason
 
@@ -113,9 +115,10 @@ class ProviderError(RayAccelError):
         status: int | None = None,
         retry_after_s: float | None = None,
         attempts: int = 1,
+        code: str | None = None,
     ) -> None:
         super().__init__(
-            message, endpoint=endpoint, status=status, retry_after_s=retry_after_s, attempts=attempts
+            message, code=code, endpoint=endpoint, status=status, retry_after_s=retry_after_s, attempts=attempts
         )
         self.endpoint = endpoint
         self.status = status
@@ -240,9 +243,9 @@ class DescriptionError(RayAccelError, ValueError):
 
     layer = "extension"
 
-    def __init__(self, message: str, path: str = "") -> None:
+    def __init__(self, message: str, path: str = "", *, code: str | None = None) -> None:
         full = f"{path}: {message}" if path else message
-        super().__init__(full, path=path)
+        super().__init__(full, code=code, path=path)
         self.path = path
 
 

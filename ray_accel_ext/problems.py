@@ -34,7 +34,9 @@ from .errors import (
     ProviderError,
     ProviderRateLimited,
     ProviderTimeout,
+    RayAccelError,
 )
+from .trust_codes import *  # noqa: F403 - the trust-boundary codes, grouped there, re-exported here
 
 __all__ = [
     "SEVERITIES",
@@ -255,6 +257,7 @@ _BUILTIN: dict[str, ProblemCode] = dict([
           "and its raylet accepts tasks; run `ray-accel doctor` on the node"),
     _code(START_DEGRADED, "error", "the node started degraded",
           "run `ray-accel doctor` on the node; its `ray start` log has the discovery reasons"),
+    *(_code(*entry) for entry in TRUST_CODES),  # noqa: F405
 ])
 
 # Every code constant is public (vendors and readers name codes by them, never by their spelling).
@@ -324,7 +327,11 @@ _BY_NAME = {
 
 
 def code_of(exc: BaseException) -> str:
-    """The code of what the host, a tool or a provider raised, from the exception's structure."""
+    """The code of what the host, a tool or a provider raised, from the exception's structure: the
+    code its raiser gave it (``RayAccelError.code``), else from its class and fields."""
+    own = _own_code(exc)
+    if own is not None:
+        return own
     if isinstance(exc, HostReadError):
         return FILE_MISSING if exc.reason == "no such file" else FILE_UNREADABLE
     if isinstance(exc, CommandError):
@@ -352,6 +359,16 @@ def code_of(exc: BaseException) -> str:
     if isinstance(exc, BackendLoadError):
         return BACKEND_LOAD
     return DEGRADED
+
+
+def _own_code(exc: BaseException) -> str | None:
+    if not isinstance(exc, RayAccelError):
+        return None
+    try:
+        code = vars(exc).get("code")  # an instance field: never a property of a hostile subclass
+    except BaseException:  # noqa: BLE001
+        return None
+    return code if valid_code(code) else None
 
 
 def code_of_error_name(name: str, default: str = BACKEND_CRASH) -> str:

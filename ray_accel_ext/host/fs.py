@@ -18,8 +18,8 @@ an absolute link target or a ``..`` chain can never leave it, and link loops are
 Only regular files are read (:mod:`.regular`): a FIFO, socket or device node where a file is
 expected is refused with a :class:`HostReadError` and never opened. Under a root the canonical
 path is opened with ``O_NOFOLLOW``, so a last component swapped for a symlink cannot lead outside it.
-Directories that exist but cannot be listed or searched are noted (:attr:`FsHost.access_errors`):
-discovery reports them, since a backend's ``detect()`` reads them as "no devices".
+Directories that cannot be listed or searched (:attr:`FsHost.access_errors`) and what the host
+notes with a code (:attr:`FsHost.coded_notes`) are reported by discovery.
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import CommandError, HostReadError
+from ..problems import SNAPSHOT_ENV_INVALID, TOOL_NOT_RECORDED
 from . import snapshot as _snapshot
 from .metadata import MetadataClient
 from .protocol import MAX_READ_BYTES, ROOT_ENV, Deadline
 from .regular import SpecialFile, read_regular
-from .walk import MANY_ENTRIES, InRootWalk, LinkLoop, without_dangling
+from .walk import MANY_ENTRIES, InRootWalk, LinkLoop, many_entries
 
 __all__ = ["FsHost", "open_host", "host_from_env"]
 
@@ -82,6 +83,8 @@ class FsHost:
         self.access_errors: dict[str, str] = {}
         #: FIFOs, sockets and device nodes found where a file was read: host path -> what it is
         self.special_files: dict[str, str] = {}
+        #: what the host itself found, with its problem code: (path, code) -> what
+        self.coded_notes: dict[tuple[str, str], str] = {}
 
     def __repr__(self) -> str:
         where = self.snapshot_dir or self.root
@@ -305,9 +308,13 @@ class FsHost:
             names = os.listdir(fs_path)
             if _snapshot.KEEP_MARKER in names and self.snapshot_dir is not None:
                 names.remove(_snapshot.KEEP_MARKER)
-            if len(names) > MANY_ENTRIES:  # more than any machine has: each entry would cost a walk
-                return self._many(path, fs_path, names)
-            return sorted(names)
+            if len(names) <= MANY_ENTRIES:  # past that, more than any machine has: each entry would cost a walk
+                return sorted(names)
+            with self._many_lock:  # one thread filters, the others wait for its answer
+                if path not in self._listed:
+                    self._listed[path], notes = many_entries(fs_path, names)
+                    self.coded_notes.update(((path, code), what) for code, what in notes)
+            return list(self._listed[path])
         except (FileNotFoundError, NotADirectoryError):
             return []
         except PermissionError:
@@ -316,15 +323,6 @@ class FsHost:
         except OSError as exc:
             self._note_access(path, exc.strerror or str(exc))
             raise HostReadError(path, exc.strerror or str(exc)) from None
-
-    def _many(self, path: str, fs_path: str, names: list[str]) -> list[str]:
-        with self._many_lock:  # one thread filters, the others wait for its answer
-            if path not in self._listed:
-                kept = without_dangling(fs_path, names)
-                self._listed[path] = sorted(kept)
-                if len(kept) < len(names):
-                    self.special_files[path] = f"{len(names) - len(kept)} of {len(names)} entries are dangling links; left out"
-        return list(self._listed[path])
 
     # -- tools and libraries -------------------------------------------------------------------
 
@@ -339,7 +337,7 @@ class FsHost:
             raise CommandError(argv, "not installed")
         if not self.run_tools:
             raise CommandError(argv, "not recorded; the program in the root is not run (under a root other than / "
-                                     "only recordings are read)")
+                                     "only recordings are read)", code=TOOL_NOT_RECORDED)
         timeout = self.deadline.clamp(timeout_s)
         if timeout <= 0:
             raise CommandError(argv, "discovery budget spent before the tool could run")
@@ -406,8 +404,11 @@ def open_host(
     if not Path(root).is_dir():
         raise HostReadError(str(root), "host root is not a directory")
     if _snapshot.is_snapshot_dir(root):
-        env = _snapshot.snapshot_env(root, environ)
-        return FsHost(Path(root) / _snapshot.ROOTFS, env=env, budget_s=budget_s, snapshot_dir=root, deadline=deadline)
+        env, unusable = _snapshot.usable_env(root, environ)
+        host = FsHost(Path(root) / _snapshot.ROOTFS, env=env, budget_s=budget_s, snapshot_dir=root, deadline=deadline)
+        if unusable is not None:  # the node is degraded, not lost: its files are still read
+            host.coded_notes[(_snapshot.ENV_FILE, SNAPSHOT_ENV_INVALID)] = unusable
+        return host
     return FsHost(root, env=environ, budget_s=budget_s, deadline=deadline)
 
 

@@ -50,6 +50,7 @@ from ..errors import (
     MetadataTimeout,
     ProviderError,
 )
+from ..problems import ENDPOINT_MALFORMED
 from .http import ProtocolError, exchange
 from .protocol import (
     GCE_METADATA_HOST_ENV,
@@ -241,7 +242,7 @@ class MetadataClient:
         except ValueError as exc:  # GCE_METADATA_HOST='::1', '[::1', 'x:abc', '127.0.0.1:99999'
             raise MetadataServerError(
                 f"{method} {url[:200]}: malformed endpoint (GCE_METADATA_HOST or AWS_EC2_METADATA_SERVICE_ENDPOINT: {exc})",
-                endpoint=url[:200], attempts=0) from None
+                endpoint=url[:200], attempts=0, code=ENDPOINT_MALFORMED) from None
         attempts = 0
         while True:
             attempts += 1

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..bounds import bounded_json
 from ..errors import CommandError, HostReadError
+from ..problems import RECORDING_INVALID, SNAPSHOT_ENV_INVALID
 from .protocol import PASSTHROUGH_ENV
 from .regular import read_regular
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROOTFS", "ENV_FILE", "METADATA_FILE", "EXPECTED_FILE", "README_FILE", "LIBRARIES_DIR", "COMMANDS_DIR",
-    "KEEP_MARKER", "is_snapshot_dir", "snapshot_dirs", "snapshot_env", "recorded_command", "recorded_library",
+    "KEEP_MARKER", "is_snapshot_dir", "snapshot_dirs", "snapshot_env", "usable_env", "recorded_command", "recorded_library",
     "metadata_spec", "load_expected", "expected_of", "write_json", "keep_empty_directories",
 ]
 
@@ -67,21 +68,33 @@ def snapshot_dirs(base: str | os.PathLike[str]) -> list[Path]:
     return sorted(p.parent for p in Path(base).rglob(ROOTFS) if p.is_dir() and is_snapshot_dir(p.parent))
 
 
-def snapshot_env(snapshot: str | os.PathLike[str], environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment a node on ``snapshot`` sees: its ``env.json`` plus the pass-through
-    variables of ``environ`` (how to reach metadata, how to run discovery)."""
+def snapshot_env(snapshot: str | os.PathLike[str], environ: Mapping[str, str], *, recorded: bool = True
+                 ) -> dict[str, str]:
+    """The environment a node on ``snapshot`` sees: its ``env.json`` (unless not ``recorded``)
+    plus the pass-through variables of ``environ`` (how to reach metadata, how to run discovery);
+    HostReadError (code ``snapshot-env-invalid``) for an unusable ``env.json``."""
     env: dict[str, str] = {}
     env_file = Path(snapshot) / ENV_FILE
-    if env_file.exists():
+    if recorded and env_file.exists():
         try:
             loaded = _recording(env_file)
         except (OSError, ValueError) as exc:
-            raise HostReadError(str(env_file), f"not a usable recording: {exc}") from None
+            raise HostReadError(str(env_file), f"not a usable recording: {exc}", code=SNAPSHOT_ENV_INVALID) from None
         if not isinstance(loaded, dict):
-            raise HostReadError(str(env_file), f"a JSON {type(loaded).__name__}, expected an object of variables")
+            raise HostReadError(str(env_file), f"a JSON {type(loaded).__name__}, expected an object of variables",
+                                code=SNAPSHOT_ENV_INVALID)
         env.update({str(k): str(v) for k, v in loaded.items()})
     env.update({k: environ[k] for k in PASSTHROUGH_ENV if k in environ})
     return env
+
+
+def usable_env(snapshot: str | os.PathLike[str], environ: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """:func:`snapshot_env`, or, for an unusable ``env.json``, the pass-through variables alone
+    and why."""
+    try:
+        return snapshot_env(snapshot, environ), None
+    except HostReadError as exc:
+        return snapshot_env(snapshot, environ, recorded=False), f"{exc.reason}; discovery ran without the recorded environment"
 
 
 def recorded_command(snapshot: Path, argv: list[str]) -> str | None:
@@ -89,14 +102,15 @@ def recorded_command(snapshot: Path, argv: list[str]) -> str | None:
     path = snapshot / COMMANDS_DIR / (os.path.basename(argv[0]) + ".json")
     if not path.is_file():
         if os.path.lexists(path):  # a link loop, a FIFO: a recording that cannot be read is not "no recording"
-            raise CommandError(argv, f"recorded output {path.name} unreadable: not a regular file")
+            raise CommandError(argv, f"recorded output {path.name} unreadable: not a regular file",
+                               code=RECORDING_INVALID)
         return None
     try:
         rec = _recording(path)
     except (OSError, ValueError) as exc:
-        raise CommandError(argv, f"recorded output {path.name} unreadable: {exc}") from None
+        raise CommandError(argv, f"recorded output {path.name} unreadable: {exc}", code=RECORDING_INVALID) from None
     if not isinstance(rec, dict):
-        raise CommandError(argv, f"recorded output {path.name} is not a JSON object")
+        raise CommandError(argv, f"recorded output {path.name} is not a JSON object", code=RECORDING_INVALID)
     if rec.get("missing"):
         raise CommandError(argv, "not installed")
     if rec.get("timed_out"):
@@ -111,12 +125,14 @@ def recorded_library(snapshot: Path, name: str) -> Any:
     path = snapshot / LIBRARIES_DIR / f"{name}.json"
     if not path.is_file():
         if os.path.lexists(path):
-            raise HostReadError(f"{LIBRARIES_DIR}/{name}.json", "unreadable recording: not a regular file")
+            raise HostReadError(f"{LIBRARIES_DIR}/{name}.json", "unreadable recording: not a regular file",
+                                code=RECORDING_INVALID)
         return None
     try:
         return _recording(path)
     except (OSError, ValueError) as exc:
-        raise HostReadError(f"{LIBRARIES_DIR}/{name}.json", f"unreadable recording: {exc}") from None
+        raise HostReadError(f"{LIBRARIES_DIR}/{name}.json", f"unreadable recording: {exc}",
+                            code=RECORDING_INVALID) from None
 
 
 def metadata_spec(snapshot: str | os.PathLike[str]) -> dict[str, Any]:

@@ -9,7 +9,10 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["InRootWalk", "WalkStep", "LinkLoop", "MAX_LINK_HOPS", "MANY_ENTRIES", "without_dangling"]
+from ..problems import ENTRIES_CAPPED, ENTRIES_DANGLING
+
+__all__ = ["InRootWalk", "WalkStep", "LinkLoop", "MAX_LINK_HOPS", "MANY_ENTRIES", "MAX_ENTRIES", "without_dangling",
+           "many_entries"]
 
 MAX_LINK_HOPS = 40
 
@@ -101,6 +104,26 @@ class InRootWalk:
 # dangling: resolving each in the root costs about 50 us, and 200,000 dangling
 # /sys/bus/pci/devices entries took the whole discovery budget.
 MANY_ENTRIES = 4096
+# At most this many entries of one directory are read (in name order), so 200,000 dangling entries
+# cost a listing, a sort and MAX_ENTRIES readlinks (about 50 ms), not the discovery budget.
+MAX_ENTRIES = 4 * MANY_ENTRIES
+
+
+def many_entries(fs_path: str, names: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """A listing of more than :data:`MANY_ENTRIES` names: the first :data:`MAX_ENTRIES` in name
+    order, less the dangling links (:func:`without_dangling`), sorted; and ``(problem code,
+    what)`` for what was left out (``entries-capped``, ``entries-dangling``)."""
+    notes: list[tuple[str, str]] = []
+    names = sorted(names)
+    if len(names) > MAX_ENTRIES:
+        notes.append((ENTRIES_CAPPED, f"{len(names)} entries, more than any machine has: the first {MAX_ENTRIES} "
+                                      "in name order are read, the rest left out"))
+        names = names[:MAX_ENTRIES]
+    kept = without_dangling(fs_path, names)
+    if len(kept) < len(names):
+        notes.append((ENTRIES_DANGLING, f"{len(names) - len(kept)} of {len(names)} entries read are dangling links; "
+                                        "left out"))
+    return kept, notes
 
 
 def without_dangling(fs_path: str, names: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..errors import HostReadError
 from ..host import Host
 from ..model import Problem
-from ..problems import FILE_UNREADABLE
+from ..problems import FILE_UNREADABLE, VALUE_BOUNDED
 
 __all__ = [
     "PciId",
@@ -77,6 +77,10 @@ MAX_CPUS = 1 << 16
 MAX_NUMA_NODE = (1 << 10) - 1
 
 
+class _OutOfBounds(ValueError):
+    """A value past what the hardware can hold (a NUMA node, a CPU list): code ``value-bounded``."""
+
+
 def parse_cpulist(text: str) -> tuple[int, ...]:
     """``0-3,8,10-11`` -> (0, 1, 2, 3, 8, 10, 11). Raises ValueError on malformed input or CPU
     ids of ``MAX_CPUS`` and above."""
@@ -87,7 +91,7 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
     if not text.isascii():  # int() takes other scripts' digits too
         raise ValueError(f"cpu list {text[:40]!r} holds non-ASCII characters")
     if len(text) > 8 * MAX_CPUS:  # every id listed once: at most "65535," per CPU
-        raise ValueError(f"cpu list of {len(text)} characters is longer than any of {MAX_CPUS} CPUs")
+        raise _OutOfBounds(f"cpu list of {len(text)} characters is longer than any of {MAX_CPUS} CPUs")
     total = 0
     for chunk in text.split(","):
         chunk = chunk.strip()
@@ -99,12 +103,12 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
             # The total is bounded, not only each range: repeated wide ranges would be billions of steps.
             total += hi - lo + 1
             if total > MAX_CPUS:
-                raise ValueError(f"cpu list names more than {MAX_CPUS} CPUs (ranges repeat)")
+                raise _OutOfBounds(f"cpu list names more than {MAX_CPUS} CPUs (ranges repeat)")
             cpus.update(range(lo, hi + 1))
         else:
             cpu = int(chunk)
             if cpu < 0 or cpu >= MAX_CPUS:
-                raise ValueError(f"cpu {chunk!r} outside 0..{MAX_CPUS - 1}")
+                raise _OutOfBounds(f"cpu {chunk!r} outside 0..{MAX_CPUS - 1}")
             cpus.add(cpu)
     return tuple(sorted(cpus))
 
@@ -169,7 +173,7 @@ def read_function(
                 raise ValueError(f"numa_node {text[:20]!r} is not an ASCII number")
             value = int(text.strip())
             if value > MAX_NUMA_NODE:
-                raise ValueError(f"numa_node {text.strip()[:24]} is above {MAX_NUMA_NODE}, the most Linux numbers")
+                raise _OutOfBounds(f"numa_node {text.strip()[:24]} is above {MAX_NUMA_NODE}, the most Linux numbers")
             numa = value if value >= 0 else None
     except (HostReadError, ValueError) as exc:
         _note(problems, f"{base}/numa_node", exc)
@@ -207,7 +211,10 @@ def _note(problems: list[Problem] | None, path: str, exc: Exception) -> None:
         return
     reason = exc.reason if isinstance(exc, HostReadError) else f"unparsable ({exc})"
     message = f"{path}: {reason}" if not str(reason).startswith(path) else str(reason)
-    problems.append(Problem.of(exc, message) if isinstance(exc, HostReadError) else Problem(code=FILE_UNREADABLE, message=message))
+    if isinstance(exc, HostReadError):
+        problems.append(Problem.of(exc, message))
+    else:
+        problems.append(Problem(code=VALUE_BOUNDED if isinstance(exc, _OutOfBounds) else FILE_UNREADABLE, message=message))
 
 
 @dataclass(frozen=True, slots=True)

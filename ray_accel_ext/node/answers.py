@@ -30,7 +30,8 @@ from typing import Any
 
 from ..errors import DescriptionError
 from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
-from ..model import NodeDescription
+from ..model import NodeDescription, Problem
+from ..problems import ANSWER_TOO_LARGE, DECLARATION_INVALID, LABELS_CUT, PREFIX_RESERVED, VALUE_BOUNDED
 
 __all__ = [
     "MAX_RESOURCE_QUANTITY",
@@ -41,8 +42,10 @@ __all__ = [
     "MAX_LABEL_BYTES",
     "LabelBudget",
     "declaration_errors",
+    "declaration_problems",
     "bounded",
     "check_counts",
+    "check_lengths",
 ]
 
 # Ray 2.60 ray._private.ray_constants.MAX_RESOURCE_QUANTITY: `ray start` refuses a larger quantity.
@@ -60,22 +63,30 @@ _ENV_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 
 def declaration_errors(info: Any, *, in_tree: bool) -> list[str]:
     """Why the declarations ``info`` (a ``BackendInfo``) cannot be used; empty when they can."""
-    out: list[str] = []
+    return [text for _, text in declaration_problems(info, in_tree=in_tree)]
+
+
+def declaration_problems(info: Any, *, in_tree: bool) -> list[tuple[str, str]]:
+    """:func:`declaration_errors` as ``(problem code, text)``: ``prefix-reserved`` or
+    ``declaration-invalid``."""
+    out: list[tuple[str, str]] = []
     name, resource, prefix = info.name, info.resource_name, info.label_prefix
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-        out.append(f"name {str(name)[:40]!r} is not lower_snake_case")
+        out.append((DECLARATION_INVALID, f"name {str(name)[:40]!r} is not lower_snake_case"))
     if not isinstance(resource, str) or not _RESOURCE_RE.fullmatch(resource) or resource in _RAY_OWN:
-        out.append(f"resource_name {str(resource)[:40]!r} is not a usable Ray custom-resource name")
+        out.append((DECLARATION_INVALID, f"resource_name {str(resource)[:40]!r} is not a usable Ray custom-resource name"))
     if not is_valid_prefix(prefix):
-        out.append(f"label_prefix {str(prefix)[:40]!r} is not a DNS subdomain")
+        out.append((DECLARATION_INVALID, f"label_prefix {str(prefix)[:40]!r} is not a DNS subdomain"))
     elif prefix in (RAY_PREFIX, PROJECT_PREFIX) or prefix.endswith("." + RAY_PREFIX):
-        out.append(f"label_prefix {prefix!r} is reserved (Ray owns ray.io, the core schema rayaccel.io)")
+        out.append((PREFIX_RESERVED, f"label_prefix {prefix!r} is reserved (Ray owns ray.io, the core schema rayaccel.io)"))
     elif not in_tree and prefix.endswith("." + PROJECT_PREFIX):
-        out.append(f"label_prefix {prefix!r} is reserved: *.{PROJECT_PREFIX} belongs to the in-tree families")
+        out.append((PREFIX_RESERVED,
+                    f"label_prefix {prefix!r} is reserved: *.{PROJECT_PREFIX} belongs to the in-tree families"))
     env_vars = (info.visible_devices_env_var, *info.node_start_env_vars)
     bad = [v for v in env_vars if v is not None and not (isinstance(v, str) and _ENV_RE.fullmatch(v))]
     if bad:
-        out.append(f"environment variable name {str(bad[0])[:40]!r} is not an upper-case variable name")
+        out.append((DECLARATION_INVALID,
+                    f"environment variable name {str(bad[0])[:40]!r} is not an upper-case variable name"))
     return out
 
 
@@ -102,11 +113,22 @@ def check_counts(data: Any) -> None:
     for field, limit in (("devices", MAX_DEVICES), ("links", MAX_LINKS), ("nics", MAX_NICS)):
         value = data.get(field)
         if isinstance(value, list) and len(value) > limit:
-            raise DescriptionError(f"{len(value)} entries, at most {limit} on one node; the answer is refused", field)
+            raise DescriptionError(f"{len(value)} entries, at most {limit} on one node; the answer is refused", field,
+                                   code=ANSWER_TOO_LARGE)
     attributes = data.get("attributes")
     if isinstance(attributes, dict) and len(attributes) > 16 * MAX_LABELS:
         raise DescriptionError(f"{len(attributes)} attributes, far more than the {MAX_LABELS} labels a node "
-                               "publishes; the answer is refused", "attributes")
+                               "publishes; the answer is refused", "attributes", code=ANSWER_TOO_LARGE)
+
+
+def check_lengths(desc: NodeDescription) -> None:
+    """The list bounds of :func:`check_counts` on a description, before it is turned into data
+    (in a worker: 20,000 devices take seconds to serialize); DescriptionError naming the list."""
+    for field, limit in (("devices", MAX_DEVICES), ("links", MAX_LINKS), ("nics", MAX_NICS)):
+        count = len(getattr(desc, field))
+        if count > limit:
+            raise DescriptionError(f"{count} entries, at most {limit} on one node; the answer is refused", field,
+                                   code=ANSWER_TOO_LARGE)
 
 
 def bounded(desc: NodeDescription, budget: LabelBudget) -> NodeDescription:
@@ -115,11 +137,8 @@ def bounded(desc: NodeDescription, budget: LabelBudget) -> NodeDescription:
     quantity = desc.resource_quantity
     if not math.isfinite(quantity) or not 0 <= quantity <= MAX_RESOURCE_QUANTITY:
         raise DescriptionError(f"{quantity!r} is outside 0..{MAX_RESOURCE_QUANTITY:g}, what Ray accepts; "
-                               "the answer is refused", "resource_quantity")
-    for field, limit in (("devices", MAX_DEVICES), ("links", MAX_LINKS), ("nics", MAX_NICS)):
-        count = len(getattr(desc, field))
-        if count > limit:
-            raise DescriptionError(f"{count} entries, at most {limit} on one node; the answer is refused", field)
+                               "the answer is refused", "resource_quantity", code=VALUE_BOUNDED)
+    check_lengths(desc)
     kept: dict[str, str] = {}
     cut: list[str] = []
     for key, value in desc.attributes.items():
@@ -132,4 +151,4 @@ def bounded(desc: NodeDescription, budget: LabelBudget) -> NodeDescription:
     said = (f"attributes: {len(cut)} of {len(desc.attributes)} left out ({', '.join(k[:60] for k in cut[:3])}"
             f"{', ...' if len(cut) > 3 else ''}): a node publishes at most {MAX_LABELS} labels of "
             f"{MAX_LABEL_BYTES} bytes in all")
-    return dataclasses.replace(desc, attributes=kept, problems=(*desc.problems, said))
+    return dataclasses.replace(desc, attributes=kept, problems=(*desc.problems, Problem(code=LABELS_CUT, message=said)))

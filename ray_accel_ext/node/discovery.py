@@ -36,6 +36,7 @@ from ..model import NodeDescription, NodeInventory, Problem
 from ..problems import (
     BACKEND_CRASH,
     BACKEND_LOAD,
+    BACKEND_NOT_STARTED,
     BUDGET,
     DEGRADED,
     code_of,
@@ -43,7 +44,7 @@ from ..problems import (
     valid_code,
 )
 from ..redact import redact
-from .answers import LabelBudget, bounded, check_counts, declaration_errors
+from .answers import LabelBudget, bounded, check_counts, declaration_problems
 from .checks import description_problems
 from .envelope import STAGGER_S, join_ends
 from .host_checks import access_problems, host_problems, sku_file_problems
@@ -112,6 +113,7 @@ class _InProcess:
                 self.desc = backend.describe(self.host)
         except BackendLoadError as exc:
             self.failure = ("load", type(exc).__name__, exc.message)
+            self.code = code_of(exc)
         except BaseException as exc:  # noqa: BLE001 - a backend must never take the node down
             self.failure = (self.stage, type(exc).__name__, problem_message(exc))
             self.code = code_of(exc)
@@ -180,9 +182,10 @@ def _scan(host: Host, problems: list[Problem]) -> list[BackendSpec]:
                                 message=f"reading the installed backends' entry points failed: {_text(found[0])}"))
         return []
     specs, clashes = found[0]
-    for name, message in clashes:
-        if name == "registry":
-            problems.append(Problem(code=BACKEND_LOAD, backend=name, stage="load", error="HostReadError", message=message))
+    for name, code, message in clashes:
+        if name == "registry":  # a distribution skipped, an entry point refused
+            problems.append(Problem(code=code, backend=name, stage="load", error=BackendLoadError.__name__,
+                                    message=message))
             continue
         problems.append(Problem(code=BACKEND_LOAD, backend=name, stage="load", error=BackendLoadError.__name__,
                                 message=f"{message}; this name is not loaded, the other backends are"))
@@ -251,11 +254,13 @@ def _tasks(host: Host, problems: list[Problem]) -> list[Any]:
     why = (f"a node runs at most {MAX_WORKERS} backend worker processes, started in the first half of the "
            f"{host.deadline.budget_s:g}s discovery budget")
     for name in unstarted[:MAX_WORKERS]:  # each named; past that, one line for the rest
-        problems.append(Problem(backend=name, stage="budget", error="TimeoutError", message=f"not started: {why}"))
+        problems.append(Problem(code=BACKEND_NOT_STARTED, backend=name, stage="budget", error="TimeoutError",
+                                message=f"not started: {why}"))
     if len(unstarted) > MAX_WORKERS:
         rest = unstarted[MAX_WORKERS:]
-        problems.append(Problem(backend="registry", stage="budget", error="TimeoutError", message=(
-            f"{len(rest)} more third-party backend(s) not started ({', '.join(rest[:3])}, ...): {why}")))
+        problems.append(Problem(code=BACKEND_NOT_STARTED, backend="registry", stage="budget", error="TimeoutError",
+                                message=f"{len(rest)} more third-party backend(s) not started "
+                                        f"({', '.join(rest[:3])}, ...): {why}"))
     return tasks
 
 
@@ -317,15 +322,15 @@ def _answers(tasks: list[Any], problems: list[Problem]) -> tuple[list[NodeDescri
 
 
 def _failure_code(stage: str, error: str, code: str | None) -> str:
-    """The code of a backend-level failure: its stage for load and budget, else the code of what
-    was raised (from its structure), else a crash."""
+    """The code of a backend-level failure: a precise code its raiser gave it (a reserved prefix
+    at load), else its stage for load and budget, else the code of what was raised (from its
+    structure), else a crash."""
+    precise = code if code and code != DEGRADED and valid_code(code) else None
     if stage == "load":
-        return BACKEND_LOAD
+        return precise if precise is not None and precise != BACKEND_CRASH else BACKEND_LOAD
     if stage == "budget":
         return BUDGET
-    if code and code != DEGRADED and valid_code(code):
-        return code
-    return code_of_error_name(error, BACKEND_CRASH)
+    return precise or code_of_error_name(error, BACKEND_CRASH)
 
 
 def _clean(message: str) -> str:
@@ -342,9 +347,10 @@ def _checked(info: BackendInfo | None, desc: Any, *, in_tree: bool, budget: Labe
         return None
     if info is None:
         raise DescriptionError("the backend's declarations (name, prefix, resource) never arrived")
-    errors = declaration_errors(info, in_tree=in_tree)
-    if errors:
-        raise DescriptionError("; ".join(errors) + " (checked again in the node-start process)", "declarations")
+    found = declaration_problems(info, in_tree=in_tree)
+    if found:
+        raise DescriptionError("; ".join(text for _, text in found) + " (checked again in the node-start process)",
+                               "declarations", code=found[0][0])
     if not isinstance(desc, NodeDescription):
         raise DescriptionError(f"describe() returned {type(desc).__name__}, expected NodeDescription")
     if desc.backend != info.name:

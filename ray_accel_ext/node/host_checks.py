@@ -70,9 +70,10 @@ def host_problems(host: Host) -> list[Problem]:
 
 
 def access_problems(host: Host, already: list[Problem]) -> list[Problem]:
-    """Directories some backend or check could not list or search (``FsHost.access_errors``) and
-    special files where a file was read (``FsHost.special_files``): a backend usually reads past
-    them (an optional hint, or "no such device"), so the host names them."""
+    """Directories some backend or check could not list or search (``FsHost.access_errors``),
+    special files where a file was read (``FsHost.special_files``) and what the host noted with a
+    code of its own (``FsHost.coded_notes``: dangling entries, an unusable ``env.json``): a backend
+    usually reads past them (an optional hint, or "no such device"), so the host names them."""
     errors = dict(getattr(host, "access_errors", None) or {})
     special = dict(getattr(host, "special_files", None) or {})
     said = " ".join(p.message for p in already)
@@ -86,6 +87,8 @@ def access_problems(host: Host, already: list[Problem]) -> list[Problem]:
         if f"{path}: " not in said:
             out.append(Problem(code=FILE_UNREADABLE, backend="host", stage="detect", error="HostReadError",
                                message=f"{path}: {what}"))
+    for (path, code), what in sorted(dict(getattr(host, "coded_notes", None) or {}).items()):
+        out.append(Problem(code=code, backend="host", stage="detect", error="HostReadError", message=f"{path}: {what}"))
     return out
 
 

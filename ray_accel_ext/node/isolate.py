@@ -43,7 +43,9 @@ from typing import Any
 from ..bounds import bounded_json
 from ..errors import BackendLoadError
 from ..host.protocol import ISOLATION_ENV
+from ..model import NodeDescription
 from ..problems import ProblemCode, code_of
+from .answers import check_lengths
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message
 
 __all__ = ["ISOLATION_ENV", "ISOLATION_MODES", "isolation_mode", "can_fork", "Worker"]
@@ -135,6 +137,8 @@ def _child(spec: BackendSpec, host: Any, fd: int) -> None:
             to_dict = getattr(desc, "to_dict", None)
             if not callable(to_dict):
                 raise TypeError(f"describe() returned {type(desc).__name__}, expected NodeDescription")
+            if isinstance(desc, NodeDescription):
+                check_lengths(desc)  # before the seconds a list no node has would take to serialize
             desc = to_dict()
         send(result=desc)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, whatever it was

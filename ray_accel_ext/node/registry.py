@@ -33,10 +33,10 @@ from typing import Any
 
 from ..backend import SUPPORTED_API_VERSIONS, AcceleratorBackend, Capabilities, PciId
 from ..errors import BackendLoadError
+from ..host.entry_points import group_entry_points
 from ..host.protocol import DISABLE_ENV
 from ..labels import PROJECT_PREFIX, RAY_PREFIX, is_valid_prefix
-from ..problems import ProblemCode, declare
-from .entry_points import group_entry_points
+from ..problems import BACKEND_LOAD, DECLARATION_INVALID, DISTRIBUTION_SKIPPED, ENTRY_POINT_REFUSED, PREFIX_RESERVED, ProblemCode, declare
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -156,8 +156,9 @@ class BackendInfo:
 def _specs(skipped: list[str] | None = None, refused_out: list[str] | None = None
            ) -> tuple[list[BackendSpec], dict[str, list[BackendSpec]]]:
     """Installed backends by name, and the names two distributions register differently. A
-    third-party entry point under an in-tree backend's name is refused (noted in ``skipped``):
-    the in-tree backend keeps its name and its devices."""
+    distribution whose metadata cannot be read is noted in ``skipped``; a third-party entry point
+    under an in-tree backend's name is refused (noted in ``refused_out``): the in-tree backend
+    keeps its name and its devices."""
     seen: dict[str, BackendSpec] = {}
     clashes: dict[str, list[BackendSpec]] = {}
     refused: list[BackendSpec] = []
@@ -171,10 +172,9 @@ def _specs(skipped: list[str] | None = None, refused_out: list[str] | None = Non
             seen[name] = prior if prior.in_tree else spec
             continue
         clashes.setdefault(name, [prior]).append(spec)
-    said = [f"{s.where} is refused: {s.name!r} is the name of an in-tree backend, which keeps it" for s in refused]
-    for out in (skipped, refused_out):
-        if out is not None:
-            out.extend(said)
+    if refused_out is not None:
+        refused_out.extend(f"{s.where} is refused: {s.name!r} is the name of an in-tree backend, which keeps it"
+                           for s in refused)
     return sorted(seen.values(), key=lambda s: s.name), clashes
 
 
@@ -195,15 +195,19 @@ def available_backends() -> list[BackendSpec]:
     return specs
 
 
-def scan_backends(env: Mapping[str, str] | None = None) -> tuple[list[BackendSpec], list[tuple[str, str]]]:
-    """The enabled backends, and ``(name, message)`` for each name dropped because two
-    distributions register it (a disabled name is neither loaded nor reported), and
-    ``("registry", message)`` for each distribution skipped for special metadata files."""
+def scan_backends(env: Mapping[str, str] | None = None) -> tuple[list[BackendSpec], list[tuple[str, str, str]]]:
+    """The enabled backends, and ``(name, problem code, message)`` for each name dropped because
+    two distributions register it (a disabled name is neither loaded nor reported), and
+    ``("registry", code, message)`` for each distribution skipped (its metadata cannot be read)
+    and each third-party entry point refused (an in-tree backend's name)."""
     disabled = disabled_names(env)
     skipped: list[str] = []
-    specs, clashes = _specs(skipped)
-    problems = [(name, _clash_message(name, offers)) for name, offers in sorted(clashes.items()) if name not in disabled]
-    problems += [("registry", message) for message in skipped]
+    refused: list[str] = []
+    specs, clashes = _specs(skipped, refused)
+    problems = [(name, BACKEND_LOAD, _clash_message(name, offers)) for name, offers in sorted(clashes.items())
+                if name not in disabled]
+    problems += [("registry", DISTRIBUTION_SKIPPED, message) for message in skipped]
+    problems += [("registry", ENTRY_POINT_REFUSED, message) for message in refused]
     return [s for s in specs if s.name not in disabled and s.name not in clashes], problems
 
 
@@ -225,7 +229,7 @@ def import_backend_class(spec: BackendSpec) -> type[AcceleratorBackend]:
         prefix = ""
     if not spec.in_tree and prefix.endswith("." + PROJECT_PREFIX):
         raise BackendLoadError(f"{spec.where}: label_prefix {prefix!r} is reserved: *.{PROJECT_PREFIX} belongs to "
-                               "the in-tree families", backend=spec.name, stage="validate")
+                               "the in-tree families", backend=spec.name, stage="validate", code=PREFIX_RESERVED)
     return obj
 
 
@@ -292,12 +296,15 @@ def _validate(cls: object, expected_name: str | None, where: str) -> None:
         raise BackendLoadError(f"{where}: class name attribute {name!r} differs from its entry-point name {expected_name!r}")
     resource = getattr(cls, "resource_name", None)
     if not isinstance(resource, str) or not _RESOURCE_RE.match(resource) or resource in ("CPU", "memory", "object_store_memory"):
-        raise BackendLoadError(f"{where}: resource_name {resource!r} is not a usable Ray resource name")
+        raise BackendLoadError(f"{where}: resource_name {resource!r} is not a usable Ray resource name",
+                               code=DECLARATION_INVALID)
     prefix = getattr(cls, "label_prefix", None)
     if not is_valid_prefix(prefix):
-        raise BackendLoadError(f"{where}: label_prefix {prefix!r} is not a DNS subdomain such as 'acme.ai'")
+        raise BackendLoadError(f"{where}: label_prefix {prefix!r} is not a DNS subdomain such as 'acme.ai'",
+                               code=DECLARATION_INVALID)
     if prefix in (RAY_PREFIX, PROJECT_PREFIX) or prefix.endswith("." + RAY_PREFIX):
-        raise BackendLoadError(f"{where}: label_prefix {prefix!r} is reserved (Ray owns ray.io, the core schema owns rayaccel.io)")
+        raise BackendLoadError(f"{where}: label_prefix {prefix!r} is reserved (Ray owns ray.io, the core schema owns "
+                               "rayaccel.io)", code=PREFIX_RESERVED)
     version = getattr(cls, "api_version", None)
     if version not in SUPPORTED_API_VERSIONS:
         raise BackendLoadError(
@@ -331,10 +338,10 @@ def load_backends(
     backends: list[AcceleratorBackend] = []
     specs, clashes = scan_backends(env)
     disabled = disabled_names(env)
-    for name, message in clashes:
-        if name == "registry":  # a distribution skipped for special metadata files: not a backend
+    for name, code, message in clashes:
+        if name == "registry":  # a distribution skipped, an entry point refused: not a backend
             if on_error is not None:
-                on_error(name, BackendLoadError(message, backend=name))
+                on_error(name, BackendLoadError(message, backend=name, code=code))
             continue
         if wanted is None or name in wanted:
             if on_error is None:

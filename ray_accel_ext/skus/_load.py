@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..bounds import bounded_json
+from ..host.entry_points import group_entry_points
 from ..host.regular import read_regular
 from ._schema import Entry, LeftOut, SkuFile, SkuFileError, validate
 
@@ -118,14 +119,16 @@ def _directory(directory: Path) -> list[SkuFile | str]:
 def package_dirs() -> list[tuple[str, Path | str]]:
     """(``entry point (distribution)``, its directory, or why it has none) for every entry point of
     :data:`ENTRY_POINT_GROUP`, by entry-point name; nothing is imported."""
-    from importlib import metadata
     from importlib.util import find_spec
 
     out: list[tuple[str, Path | str]] = []
-    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
-        dist = getattr(getattr(ep, "dist", None), "name", None) or "unknown distribution"
-        where = f"entry point {ep.name} = {ep.value!r} ({dist})"
-        top, *rest = ep.value.strip().split(".")
+    skipped: list[str] = []  # a distribution whose metadata cannot be read: only that one
+    found = sorted(set(group_entry_points(ENTRY_POINT_GROUP, skipped)))
+    out += [(line.removesuffix("; distribution skipped"), f"its {ENTRY_POINT_GROUP} entry points are not read")
+            for line in skipped]
+    for name, value, dist in found:
+        where = f"entry point {name} = {value!r} ({dist or 'unknown distribution'})"
+        top, *rest = value.strip().split(".")
         try:
             spec = find_spec(top) if top.isidentifier() and all(p.isidentifier() for p in rest) else None
         except (ImportError, ValueError) as exc:

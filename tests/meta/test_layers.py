@@ -11,7 +11,7 @@ from tests.support.imports import import_sites, package_modules
 WINGS = {
     "ray_accel_ext": "facade",
     **{f"ray_accel_ext.{m}": "foundation" for m in (
-        "errors", "problems", "findings", "labels", "values", "model", "bounds", "redact", "compat")},
+        "errors", "problems", "trust_codes", "findings", "labels", "values", "model", "bounds", "redact", "compat")},
     "ray_accel_ext.host": "host",
     "ray_accel_ext.hw": "hw",
     "ray_accel_ext.skus": "skus",

@@ -31,6 +31,7 @@ from ray_accel_ext.host import FsHost, open_host
 from ray_accel_ext.host.metadata import MetadataClient
 from ray_accel_ext.host.protocol import Deadline
 from ray_accel_ext.node.registry import scan_backends
+from ray_accel_ext.problems import DISTRIBUTION_SKIPPED
 from ray_accel_ext.ray_hook import node_spec
 from ray_accel_ext.redact import redact
 from ray_accel_ext.testing.corrupt import remove_copy
@@ -138,7 +139,7 @@ def test_a_fifo_entry_points_file_skips_only_its_distribution(tmp_path, monkeypa
     assert done, "the entry-point scan blocked on a FIFO"
     specs, problems = done[0]
     assert {"nvidia_gpu", "tpu", "neuron"} <= {s.name for s in specs}
-    (registry,) = [m for name, m in problems if name == "registry"]
+    (registry,) = [m for name, code, m in problems if name == "registry" and code == DISTRIBUTION_SKIPPED]
     assert "entry_points.txt is a FIFO" in registry
     said = registry.replace(str(tmp_path), "<site-dir>")  # the report names no machine path
     _results.add(GROUP, "FIFO as a distribution's entry_points.txt", "degraded", detail=said, reported=said)

@@ -99,8 +99,9 @@ def _node_plans(tmp_path, stack):
     make_special(files / "rootfs/sys/devices/pci0000:00/0000:00:00.0/vendor", "fifo")
     make_special(files / "rootfs/proc/sys/kernel/hostname", "socket")
     make_special(files / "rootfs/sys/devices/pci0000:00/0000:00:01.0/vendor", "device")
-    # (A FIFO as a distribution's entry_points.txt is not here: `import ray` itself blocks on it,
-    # before any hook runs; the registry's own handling is shown in-process, test_hostile.py.)
+    # (A FIFO as a distribution's entry_points.txt is not here: the `ray` command's import blocks
+    # on it in pydantic's plugin scan, before any hook runs (docs/vendors.md, "Register it"); the
+    # registry's own handling is shown in-process, test_hostile.py.)
     plans.append(("files", files, {}, {"nvidia_gpu"}, [
         ("special file", "FIFO as a PCI function's vendor file", "0000:00:00.0/vendor: is a FIFO"),
         ("special file", "socket as /proc/sys/kernel/hostname", "hostname: is a socket"),

@@ -1,12 +1,13 @@
 """Real ``ray start`` through the hook on the trust-boundary classes (test_trust.py has them all
-through the CLI): third-party answers and broken distributions, 300 entry points sleeping at
-import, a 1 MiB NIC ``local_cpulist``, a FIFO in ``RAY_ACCEL_SKU_DIR``, 50,000 dangling PCI
-entries, a malformed ``GCE_METADATA_HOST``.
+through the CLI): third-party answers and broken distributions (a malformed ``entry_points.txt``
+with ``PYDANTIC_DISABLE_PLUGINS=__all__``), 300 entry points sleeping at import, a 1 MiB NIC
+``local_cpulist``, a FIFO in ``RAY_ACCEL_SKU_DIR``, 50,000 dangling PCI entries, a malformed
+``GCE_METADATA_HOST``.
 
 Worker nodes join an intact head with a plain, non-blocking ``ray start``, two at a time with an
 intact baseline (the harness of test_hostile_ray.py). Shown for every node: ``ray start`` exits 0;
 Ray holds a node with its healthy devices, valid labels and ``rayaccel.io/discovery=degraded``;
-the hook's discovery event names each class's cause; no process of that ``ray start`` is left.
+the hook's discovery event has each class's problem code; no process of that ``ray start`` is left.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from ray_accel_ext import problems as codes  # noqa: E402
 from ray_accel_ext.host.protocol import DEFAULT_BUDGET_S  # noqa: E402
 from ray_accel_ext.testing.cluster import NODE_NAME_LABEL  # noqa: E402
 from ray_accel_ext.testing.hostile import copy_snapshot  # noqa: E402
@@ -42,14 +44,16 @@ H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
 A3 = HOSTS / "nvidia_gpu" / "gce-a3-highgpu-1g"
 RAY_OWN = {"ray.io/node-id", "ray.io/availability-zone", "ray.io/availability-region", "ray.io/market-type",
            "ray.io/node-group", NODE_NAME_LABEL}
-ANSWER_NEEDLES = {
-    "many_attributes": "of 2000 left out", "huge_quantity": "1e+300 is outside", "gpu_1e18": "1e+18 is outside",
-    "many_devices": "20000 entries", "name_nul": "is not a usable Ray custom-resource name",
-    "name_node": "'node:1.2.3.4' is not a usable", "name_blank": "' ' is not a usable",
-    "reserved_prefix": "'nvidia.rayaccel.io' is reserved",
+# (code, a word that picks the problem among several of one code); the code is what is asserted
+ANSWER_CODES = {
+    "many_attributes": codes.LABELS_CUT, "huge_quantity": codes.VALUE_BOUNDED, "gpu_1e18": codes.VALUE_BOUNDED,
+    "many_devices": codes.ANSWER_TOO_LARGE, "name_nul": codes.DECLARATION_INVALID,
+    "name_node": codes.DECLARATION_INVALID, "name_blank": codes.DECLARATION_INVALID,
+    "reserved_prefix": codes.PREFIX_RESERVED,
 }
-BROKEN_NEEDLES = {
-    "latin1-metadata": "broken_latin1_metadata-1.0.dist-info", "nvidia-gpu-clash": "is the name of an in-tree backend",
+BROKEN_CODES = {
+    "latin1-metadata": (codes.DISTRIBUTION_SKIPPED, "broken_latin1_metadata-1.0.dist-info"),
+    "nvidia-gpu-clash": (codes.ENTRY_POINT_REFUSED, "'nvidia_gpu'"),
 }
 
 _results = Results("trust_ray")
@@ -62,32 +66,38 @@ def _write_results():
 
 
 def _plans(tmp_path):
-    """[(node name, snapshot, env, (resource, count), [(group, class, needle)])]."""
+    """[(node name, snapshot, env, (resource, count), [(group, class, (code, needle))])]."""
     site = install_hostile_answers(tmp_path / "answers")
-    # A malformed or non-UTF-8 entry_points.txt breaks `import ray` itself (pydantic's plugin
-    # loader reads every distribution's entry points), before any hook: those two are shown
-    # through the CLI only (test_trust.py), like a FIFO there (test_hostile_ray.py).
+    # A malformed or non-UTF-8 entry_points.txt stops the `ray` command at its import, before any
+    # hook (pydantic's plugin scan parses every distribution: docs/vendors.md, "Register it"); with
+    # PYDANTIC_DISABLE_PLUGINS=__all__, the documented way out, the node starts and names it.
     broken = ("latin1-metadata", "nvidia-gpu-clash")
     install_broken_distributions(site, broken)
-    classes = [("third-party answer", a.what, ANSWER_NEEDLES[a.key]) for a in HOSTILE_ANSWERS]
-    classes += [("broken distribution", BROKEN_DISTRIBUTIONS[name][0], BROKEN_NEEDLES[name]) for name in broken]
+    classes = [("third-party answer", a.what, (ANSWER_CODES[a.key], a.name)) for a in HOSTILE_ANSWERS]
+    classes += [("broken distribution", BROKEN_DISTRIBUTIONS[name][0], BROKEN_CODES[name]) for name in broken]
     plans = [("answers", H100, {"PYTHONPATH": str(site)}, ("GPU", 8), classes)]
+    bad_ep = install_broken_distributions(tmp_path / "bad-ep", ("malformed-entry-points",))
+    plans.append(("bad-ep", H100, {"PYTHONPATH": str(bad_ep), "PYDANTIC_DISABLE_PLUGINS": "__all__"}, ("GPU", 8),
+                  [("broken distribution", "a malformed line in entry_points.txt (PYDANTIC_DISABLE_PLUGINS=__all__)",
+                    (codes.DISTRIBUTION_SKIPPED, "broken_malformed_entry_points-1.0.dist-info"))]))
     sleepers = install_sleepers(tmp_path / "sleepers", 300)
     plans.append(("sleepers", H100, {"PYTHONPATH": str(sleepers)}, ("GPU", 8),
-                  [("third-party backends", "300 entry points sleeping at import", "third-party backend(s) not started")]))
+                  [("third-party backends", "300 entry points sleeping at import", (codes.BACKEND_NOT_STARTED, ""))]))
     bomb = copy_snapshot(H100, tmp_path / "cpulist")
     cpulist_bomb(bomb)
     plans.append(("cpulist", bomb, {}, ("GPU", 8),
-                  [("hostile host files", "a NIC's local_cpulist of 1 MiB", "local_cpulist: unparsable")]))
+                  [("hostile host files", "a NIC's local_cpulist of 1 MiB", (codes.VALUE_BOUNDED, "local_cpulist"))]))
     sku = hostile_sku_dir(tmp_path / "skus", "fifo")
     plans.append(("sku-fifo", H100, {"RAY_ACCEL_SKU_DIR": str(sku.parent)}, ("GPU", 8),
-                  [("hostile setting", "RAY_ACCEL_SKU_DIR holding a FIFO a.json", "is a FIFO")]))
+                  [("hostile setting", "RAY_ACCEL_SKU_DIR holding a FIFO a.json", (codes.SKU_FILE, "is a FIFO"))]))
     dangling = copy_snapshot(H100, tmp_path / "dangling")
     dangling_pci(dangling, 50_000)
     plans.append(("dangling", dangling, {}, ("GPU", 8),
-                  [("hostile host files", "50,000 dangling /sys/bus/pci/devices entries", "entries are dangling")]))
+                  [("hostile host files", "50,000 dangling /sys/bus/pci/devices entries", (codes.ENTRIES_CAPPED, "")),
+                   ("hostile host files", "50,000 dangling /sys/bus/pci/devices entries, those read",
+                    (codes.ENTRIES_DANGLING, ""))]))
     plans.append(("endpoint", A3, {"GCE_METADATA_HOST": "::1"}, ("GPU", 1),
-                  [("hostile setting", "GCE_METADATA_HOST='::1'", "malformed endpoint")]))
+                  [("hostile setting", "GCE_METADATA_HOST='::1'", (codes.ENDPOINT_MALFORMED, ""))]))
     return plans
 
 
@@ -105,7 +115,7 @@ def _check(plan, run, node, baseline_s, failures):
     name, _, _, (resource, count), classes = plan
     events = hook_events(run["log"])
     hook_s = events.get("start_hook", {}).get("elapsed_ms", 0) / 1000 or None
-    reasons = events.get("discovery", {}).get("reasons", [])
+    problems = events.get("discovery", {}).get("problems", [])
     labels = {k: v for k, v in node["Labels"].items() if k not in RAY_OWN}
     bad = label_errors(labels)
     kept = node["Resources"].get(resource) == count
@@ -114,18 +124,17 @@ def _check(plan, run, node, baseline_s, failures):
     if not ok:
         failures.append(f"{name}: rc={run['rc']} {resource}={node['Resources'].get(resource)} degraded={degraded} "
                         f"labels {bad} hook {hook_s}s left {run['left']}\n{run['log'][-2000:]}")
-    text = "\n".join(reasons) + "\n" + run["log"]
-    for group, cls, needle in classes:
-        said = next((r for r in reasons if needle in r), None) or next(
-            (ln.split(" -- ", 1)[-1] for ln in text.splitlines() if needle in ln), None)
+    for group, cls, (code, needle) in classes:
+        said = next((f"{p['backend']}: {p['message']}" for p in problems
+                     if p.get("code") == code and needle in f"{p['backend']}: {p['message']}"), None)
         if said is None:
-            failures.append(f"{name}: {cls}: the node log does not name the cause ({needle!r})")
+            failures.append(f"{name}: {cls}: the hook's discovery event has no {code} problem ({needle!r}): {problems}")
         _results.add(f"ray start ({group})", cls, "degraded" if ok and said else "unflagged change",
                      elapsed_s=hook_s, budget_s=BUDGET_S, invalid_labels=len(bad), hang=hook_s is None or hook_s > PROMISE_S,
                      detail=f"node {name}: ray start exited {run['rc']} after {run['wall_s'] or 0:.1f}s "
                             f"(baseline {baseline_s:.1f}s); hook {hook_s}s; {resource}={node['Resources'].get(resource)}",
                      reported=(said or "")[:300], start_s=round(run["wall_s"] or 0, 2), baseline_s=round(baseline_s, 2),
-                     node=name)
+                     node=name, code=code)
 
 
 def test_ray_start_across_the_trust_boundaries(tmp_path):

@@ -3,7 +3,8 @@
 A distribution's metadata is outside text: its ``entry_points.txt`` may be a FIFO (a read would
 block for ever), hold bytes that are not UTF-8 or a line that is not ``name = module:attr``, and
 its ``METADATA`` may be Latin-1. Each of these skips that distribution only, with a line that
-names it; every other distribution's entry points are still read.
+names it; every other distribution's entry points are still read. The backend registry
+(``ray_accel_ext.backends``) and the SKU database (``ray_accel_ext.skus``) read their groups here.
 
 The scan reads each ``*.dist-info`` / ``*.egg-info`` directory on ``sys.path`` itself: the
 ``entry_points.txt`` of every distribution, and the ``METADATA`` headers (name and version) only
@@ -22,7 +23,7 @@ import time
 from collections.abc import Iterator
 from importlib import metadata as importlib_metadata
 
-from ..host.regular import read_regular, special_kind
+from .regular import read_regular, special_kind
 
 __all__ = ["group_entry_points"]
 
