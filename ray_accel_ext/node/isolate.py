@@ -260,35 +260,53 @@ class Worker:
         return out
 
     def _reaped(self) -> bool:
+        with self._lock:
+            return self._reap()
+
+    def _reap(self) -> bool:
+        """Reap the worker if it has exited, killing what is left of its group first: until the
+        leader is reaped its pid cannot be reused, so the group id still names only its own
+        (``killpg`` after the reap could hit an unrelated new session with a recycled pid)."""
         if self._status is not None:
             return True
         try:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            exited = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): gone, status unknown
             self._status = -1
             return True
-        if pid == 0:
+        if exited is None:
             return False
-        self._status = status
+        self._killpg()
+        try:
+            _, self._status = os.waitpid(self.pid, 0)  # it has exited: does not block
+        except ChildProcessError:
+            self._status = -1
         return True
 
-    def kill_now(self) -> None:
-        """Send ``SIGKILL`` to the worker's process group without waiting (the supervising
-        thread reaps it)."""
+    def _killpg(self) -> None:
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
 
+    def kill_now(self) -> None:
+        """Send ``SIGKILL`` to the worker's process group without waiting (the supervising
+        thread reaps it); nothing once the worker is reaped or while :meth:`kill` is under way."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._status is None:
+                self._killpg()
+        finally:
+            self._lock.release()
+
     def kill(self) -> None:
         """Kill the worker's process group and reap the worker (idempotent, bounded)."""
         with self._lock:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            if self._status is None:
+                self._killpg()
             end = time.monotonic() + _REAP_S
-            while not self._reaped() and time.monotonic() < end:
+            while not self._reap() and time.monotonic() < end:
                 time.sleep(0.005)
             if self._fd >= 0:
                 os.close(self._fd)
