@@ -18,8 +18,10 @@ a Ray that is not installed here (a manifest's ``rayVersion``), and the table ch
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -158,6 +160,13 @@ RAY_INTERFACES: dict[str, RayInterface] = {i.name: i for i in (
 
 def ray_version() -> str | None:
     """The installed Ray version, or None when Ray is not importable."""
+    return _ray_version_on(tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=4)
+def _ray_version_on(path: tuple[str, ...]) -> str | None:
+    # Read once per import path: each read parses Ray's whole METADATA file, and placement asks
+    # on every reservation.
     try:
         from importlib.metadata import PackageNotFoundError, version
 

@@ -27,6 +27,8 @@ __all__ = ["EXPORTER_ACTOR", "EXPORTER_NAMESPACE", "ensure_exporter", "refresh_s
 EXPORTER_ACTOR = "rayaccel-metrics"
 EXPORTER_NAMESPACE = "rayaccel"
 _log = logging.getLogger(__name__)
+# The shortest time between two refreshes that pokes ask for (Ray exports a gauge every 10 s by default).
+POKE_GAP_S = 0.5
 
 
 def _exporter_class():
@@ -50,12 +52,15 @@ def _exporter_class():
 
         def _loop(self) -> None:
             while True:
+                started = time.monotonic()
                 try:
                     self.refresh()
                 except Exception as exc:  # noqa: BLE001 - keep exporting; say why this round failed
                     self._status["last_error"] = f"{type(exc).__name__}: {exc}"
                     _log.warning("metrics refresh failed: %s", exc)
                 self._wake.wait(self._interval)
+                # Every reservation and release pokes: the pokes of a burst share one refresh.
+                time.sleep(max(0.0, started + min(POKE_GAP_S, self._interval) - time.monotonic()))
                 self._wake.clear()
 
         def refresh(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ Selectors follow Ray 2.60's semantics (``reference/ray-2.60.md`` section 6).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from ..errors import NoDomainAvailable, WouldSplitDomain
 from ..labels import FABRIC_HOSTS, FABRIC_TOPOLOGY, GENERATION, TPU_TOPOLOGY
 from .request import DomainRequest
 
-__all__ = ["DomainChoice", "choose_domain", "match_selector", "ACCELERATOR_RESOURCES"]
+__all__ = ["DomainChoice", "choose_domain", "choose_domains", "match_selector", "ACCELERATOR_RESOURCES"]
 
 HOSTS_LABEL = FABRIC_HOSTS
 ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores")
@@ -115,12 +116,29 @@ def choose_domain(
     (retrying cannot help), and :class:`NoDomainAvailable` with ``retryable=True`` when fitting
     domains exist but are all busy.
     """
+    return choose_domains(nodes, request, busy_domains=busy_domains, busy_nodes=busy_nodes, exclude=exclude)[0]
+
+
+def choose_domains(
+    nodes: Iterable[Mapping[str, Any] | NodeView],
+    request: DomainRequest,
+    *,
+    busy_domains: Iterable[str] = (),
+    busy_nodes: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    limit: int = 1,
+) -> list[DomainChoice]:
+    """:func:`choose_domain`'s best ``limit`` free domains, best first (at least one; the same
+    errors). Callers that race for domains claim the first of these still free in one step."""
     groups = _Groups.of(node_views(nodes), request.key, _compile(request.selector))
     scan = _Scan.of(groups, request, set(busy_domains), set(busy_nodes), set(exclude))
-    if scan.best is None:
+    if not scan.free:
         raise _no_domain(request, groups, scan)
-    value = scan.best[1]
-    members = groups.members[value]
+    best = heapq.nsmallest(max(1, limit), scan.free)
+    return [_choice(request, value, groups.members[value], scan.bundles[value]) for _, value in best]
+
+
+def _choice(request: DomainRequest, value: str, members: list[NodeView], bundles) -> DomainChoice:
     selector = {request.key: value, **request.selector}
     first = members[0].labels
     return DomainChoice(
@@ -128,9 +146,9 @@ def choose_domain(
         key=request.key,
         domain=value,
         node_ids=tuple(m.node_id for m in members),
-        bundles=tuple(dict(b) for b in scan.bundles),
+        bundles=tuple(dict(b) for b in bundles),
         strategy="STRICT_SPREAD" if request.hosts is not None or request.bundles is None else request.node_strategy,
-        selectors=tuple(dict(selector) for _ in scan.bundles),
+        selectors=tuple(dict(selector) for _ in bundles),
         generation=first.get(GENERATION),
         topology=first.get(FABRIC_TOPOLOGY) or first.get(TPU_TOPOLOGY),
     )
@@ -176,10 +194,10 @@ def _bundles_for(request: DomainRequest, members: list[NodeView]) -> tuple[tuple
 
 @dataclass
 class _Scan:
-    """Every matching domain sorted into the best free fit, busy, tried and incomplete ones."""
+    """Every matching domain sorted into free fits (``(hosts, name)``), busy, tried and incomplete ones."""
 
-    best: tuple[int, str] | None = None
-    bundles: tuple[Mapping[str, float], ...] = ()
+    free: list[tuple[int, str]] = field(default_factory=list)
+    bundles: dict[str, tuple[Mapping[str, float], ...]] = field(default_factory=dict)
     busy: list[str] = field(default_factory=list)
     tried: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
@@ -202,8 +220,9 @@ class _Scan:
                 out.tried.append(value)
             elif claim in busy_domains or any(m.node_id in busy_nodes for m in members):
                 out.busy.append(value)
-            elif out.best is None or (len(members), value) < out.best:
-                out.best, out.bundles = (len(members), value), bundles
+            else:
+                out.free.append((len(members), value))
+                out.bundles[value] = bundles
         return out
 
 
