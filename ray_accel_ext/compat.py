@@ -24,6 +24,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import RayVersionError
 
@@ -56,11 +57,17 @@ def _probe_label_selector() -> str | None:
     return None if ok else "the task/actor options lack label_selector"
 
 
+@functools.lru_cache(maxsize=8)
+def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
+    """``fn``'s parameter names, read once per function object (placement asks on every call)."""
+    return frozenset(inspect.signature(fn).parameters)
+
+
 def _pg_parameter(name: str) -> Callable[[], str | None]:
     def probe() -> str | None:
         from ray.util.placement_group import placement_group
 
-        return None if name in inspect.signature(placement_group).parameters else f"placement_group() has no {name}="
+        return None if name in _parameters(placement_group) else f"placement_group() has no {name}="
     return probe
 
 

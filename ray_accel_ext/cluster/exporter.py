@@ -11,8 +11,9 @@ the node table, the claim registry, the health marks and the held placement grou
 :func:`ray_accel_ext.cluster.state.state_series`. A series whose subject is gone (a dead node) is no
 longer set and leaves the export by Ray's own expiry.
 
-``reserve()`` and ``Reservation.release()`` start it on first use and ask it to refresh at
-once (:func:`refresh_soon`); :func:`ensure_exporter` starts it without placing anything.
+The claim registry (:mod:`ray_accel_ext.placement.claims`) starts it with itself and asks it to
+refresh when its claims or line change (:func:`refresh_soon`; at most every 0.5 s, the last change
+always); :func:`ensure_exporter` starts it without placing anything.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ CLAIMS_ACTOR = "rayaccel-domain-claims"
 CLAIMS_NAMESPACE = "rayaccel"
 CLAIM_MARK = "#rayaccel-claim:"
 COOLING_S = 0.5
+POKE_EVERY_S = 0.5
 
 
 def claim_pg_name(name: str, owner: str, claim_key: str) -> str:
@@ -80,8 +81,11 @@ class _DomainClaims:
         self._changes = 0
         self._freed = asyncio.Event()
         self._released: dict[str, float] = {}  # claim key -> when its owner gave it back (monotonic)
+        self._poke_due: asyncio.TimerHandle | None = None
+        self._poked = float("-inf")
         self.incarnation = uuid.uuid4().hex
         self.rebuilt = self._rebuild(*_read_table_and_nodes())
+        _refresh_metrics()  # the metrics process starts with the registry
 
     # -- rebuilding from Ray's placement-group table (the one read of the whole table) -----------
 
@@ -110,6 +114,18 @@ class _DomainClaims:
         self._changes += 1
         self._freed.set()
         self._freed = asyncio.Event()
+        self._tell_exporter()
+
+    def _tell_exporter(self) -> None:
+        """Have the metrics process set its gauges again: at most every ``POKE_EVERY_S``, and
+        always after the last change (a burst of reservations costs one or two refreshes)."""
+        if self._poke_due is None:
+            loop = asyncio.get_running_loop()
+            self._poke_due = loop.call_at(max(loop.time(), self._poked + POKE_EVERY_S), self._poke)
+
+    def _poke(self) -> None:
+        self._poke_due, self._poked = None, asyncio.get_running_loop().time()
+        _refresh_metrics()
 
     async def changed(self, version: str, timeout_s: float) -> str:
         """Return when something was given back since ``version`` (from :meth:`look`), or after
@@ -173,6 +189,7 @@ class _DomainClaims:
             if self._promised(key, owner):
                 return "queued"
             self._claims[key] = _entry(owner, node_ids, ttl_s)
+            self._tell_exporter()
         elif current["pg"] is None:  # a lease (no group holds the domain): renewing restarts its TTL
             current["since"], current["ttl_s"] = time.time(), ttl_s
         self.leave(owner)
@@ -226,6 +243,7 @@ class _DomainClaims:
         if entry["owner"] != owner:
             return False
         entry["pg"] = pg_hex
+        self._tell_exporter()
         return True
 
     def release(self, key: str, owner: str) -> bool:
@@ -260,6 +278,7 @@ class _DomainClaims:
         w = self._waiters.get(owner)
         if w is None:
             w = self._waiters[owner] = {"ticket": float(ticket) if ticket is not None else time.time()}
+            self._tell_exporter()
         w.update(candidates=set(candidates), seen=time.monotonic(), ttl_s=float(ttl_s))
         return w["ticket"]
 
@@ -282,6 +301,16 @@ class _DomainClaims:
                 "cooling": sorted(k for k, t in self._released.items() if now - t < COOLING_S),
                 "incarnation": self.incarnation,
                 "restarted": ray.get_runtime_context().was_current_actor_reconstructed}
+
+
+def _refresh_metrics() -> None:
+    """Ask the cluster's metrics process to refresh now (started on first use)."""
+    try:
+        from ..cluster.exporter import refresh_soon
+
+        refresh_soon()
+    except Exception:  # noqa: BLE001 - metrics never fail a claim
+        pass
 
 
 def _entry(owner: str, node_ids, ttl_s: float, pg: str | None = None, rebuilt: bool = False) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from ..compat import has_feature, require_feature
 from ..errors import NoDomainAvailable, SchedulingError, WouldSplitDomain
 from ..labels import NODE_ID
 from ..telemetry import REASON_ERROR, REASON_NEVER_FITS, REASON_NO_DOMAIN_FREE, REASON_TIMEOUT
-from .choose import DomainChoice, choose_domains
+from .choose import DomainChoice, DomainFits, choose_domains, domain_fits
 from .claims import claim_pg_name, claims_registry
 from .line import ClaimLine
 from .ranks import DomainRanks, rank_domain
@@ -141,7 +141,6 @@ class Reservation:
         finally:
             ray.get(claims_registry().release.remote(self.choice.claim_key, self.owner))
             telemetry.emit("placement_release", domain=self.domain, level=self.level, owner=self.owner)
-            _refresh_metrics()
 
     def to_dict(self) -> dict[str, Any]:
         rank0 = self.rank0
@@ -247,7 +246,6 @@ def reserve(
         raise
     finally:
         line.leave()
-        _refresh_metrics()
 
     wait_s = time.monotonic() - start
     all_split = all(a["outcome"] in _NEVER_FITS for a in attempts)
@@ -268,27 +266,28 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
     step_start = time.monotonic()
     deadline = step_start + step.deadline_s
     tried: set[str] = set()
-    inventory_age = INVENTORY_MAX_AGE_S
+    inventory, cached = recent_alive_nodes(INVENTORY_MAX_AGE_S), True
     while True:
-        inventory = recent_alive_nodes(inventory_age)
         held = line.known
         busy_nodes = {n for entry in held.values() for n in entry["nodes"]}
         try:
             choices = choose_domains(inventory, step, busy_domains=held, busy_nodes=busy_nodes, exclude=tried,
-                                     limit=CANDIDATES)
+                                     limit=CANDIDATES, fits=_fits(inventory, step))
         except SchedulingError as exc:
             now = time.monotonic()
-            if inventory_age or not line.fresh:  # chosen from what this process knew: look again first
-                inventory_age = 0.0
-                line.look()
+            if cached or not line.fresh:  # chosen from what this process knew: look again first
+                if cached:
+                    inventory, cached = recent_alive_nodes(0.0), False
+                if not line.fresh:
+                    line.look()
                 continue
             if exc.data.get("retryable") and now < deadline:
                 line.wait([f"{step.key}={v}" for v in exc.data.get("busy", ())])
                 line.pause(min(poll_s, deadline - now))
+                inventory = recent_alive_nodes(0.0)
                 continue
             attempts.append(_attempt(index, step, None, exc.data.get("reason", "error"), exc.message, now - step_start))
             return None
-        inventory_age = 0.0  # after a first try, every look reads the cluster again
         try:
             verdict, choice = line.claim_first(choices, claim_ttl_s)
         except BaseException:
@@ -303,6 +302,7 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
                 return None
             line.wait([*(c.claim_key for c in choices), *line.known])
             line.pause(min(poll_s, deadline - now))
+            inventory, cached = recent_alive_nodes(0.0), False
             continue
         if choice is None:
             continue  # lost the race for every candidate; choose again from what the registry said
@@ -312,8 +312,22 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
             return reservation
         if outcome == "timeout":
             tried.add(choice.claim_key)
+        inventory, cached = recent_alive_nodes(0.0), False
         if time.monotonic() >= deadline:
             return None
+
+
+_last_fits: tuple[Any, DomainFits | None] = (None, None)
+
+
+def _fits(inventory: list[NodeView], step: DomainRequest) -> DomainFits:
+    """:func:`domain_fits` of this inventory (the same list object) and step, kept from the last call."""
+    global _last_fits
+    last_inventory, fits = _last_fits
+    if last_inventory is not inventory or fits is None or fits.request != step:
+        fits = domain_fits(inventory, step)
+        _last_fits = (inventory, fits)
+    return fits
 
 
 def _place(index, step, choice, inventory, line, attempts, start, step_start, deadline, name, topology):
@@ -360,16 +374,6 @@ def _failed_event(steps, attempts, start, error: str, reason_class: str) -> dict
             "step": len(steps) - 1, "step_name": steps[-1].label(), "domain": None,
             "wait_s": round(time.monotonic() - start, 4), "attempts": attempts, "fallback": len(steps) > 1,
             "hosts": steps[-1].hosts, "generation": None, "topology": None}
-
-
-def _refresh_metrics() -> None:
-    """Ask the cluster's metrics process to re-read the state now (started on first use)."""
-    try:
-        from ..cluster.exporter import refresh_soon
-
-        refresh_soon()
-    except Exception:  # noqa: BLE001 - metrics never fail a placement
-        pass
 
 
 def _attempt(index: int, step: DomainRequest, domain: str | None, outcome: str, reason: str, waited: float) -> dict[str, Any]:
