@@ -20,7 +20,8 @@ as a user without domains writes it. Prints:
    domain and no node was given twice, read from the claim registry and from each group's
    bundles in Ray's placement-group table; the same burst of plain groups beside it.
 
-Every line ends with the ratio to the plain side, and the load average the run saw.
+Each section ends with its ratio to the plain side (and the target); the load average is printed
+when the cluster is up and at the end.
 """
 
 from __future__ import annotations

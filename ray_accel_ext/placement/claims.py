@@ -18,6 +18,11 @@ refused with ``"queued"``; a waiter that has not polled for its ``ttl_s`` has le
 Between polls a caller waits in ``changed(version)``, which returns as soon as a claim or a
 place in the line is given back, so a freed domain reaches the line at once.
 
+**Racing callers claim in one call.** ``claim_first`` takes the first still free of a caller's
+best-fitting domains and otherwise answers with the claims held, so callers at the same moment
+neither look before claiming nor lose, look and claim again; a domain given back moments ago is
+taken after the others of its size (:data:`COOLING_S`).
+
 **The cost follows the claims held, not the cluster's history.** Ray keeps removed groups in its
 table; the registry reads the whole table only when it starts (to rebuild), and otherwise reads
 the one group of each claim it holds (:mod:`.groups`), at most once a second.
