@@ -18,10 +18,13 @@ a Ray that is not installed here (a manifest's ``rayVersion``), and the table ch
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import RayVersionError
 
@@ -54,11 +57,17 @@ def _probe_label_selector() -> str | None:
     return None if ok else "the task/actor options lack label_selector"
 
 
+@functools.lru_cache(maxsize=8)
+def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
+    """``fn``'s parameter names, read once per function object (placement asks on every call)."""
+    return frozenset(inspect.signature(fn).parameters)
+
+
 def _pg_parameter(name: str) -> Callable[[], str | None]:
     def probe() -> str | None:
         from ray.util.placement_group import placement_group
 
-        return None if name in inspect.signature(placement_group).parameters else f"placement_group() has no {name}="
+        return None if name in _parameters(placement_group) else f"placement_group() has no {name}="
     return probe
 
 
@@ -158,6 +167,13 @@ RAY_INTERFACES: dict[str, RayInterface] = {i.name: i for i in (
 
 def ray_version() -> str | None:
     """The installed Ray version, or None when Ray is not importable."""
+    return _ray_version_on(tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=4)
+def _ray_version_on(path: tuple[str, ...]) -> str | None:
+    # Read once per import path: each read parses Ray's whole METADATA file, and placement asks
+    # on every reservation.
     try:
         from importlib.metadata import PackageNotFoundError, version
 

@@ -11,8 +11,9 @@ the node table, the claim registry, the health marks and the held placement grou
 :func:`ray_accel_ext.cluster.state.state_series`. A series whose subject is gone (a dead node) is no
 longer set and leaves the export by Ray's own expiry.
 
-``reserve()`` and ``Reservation.release()`` start it on first use and ask it to refresh at
-once (:func:`refresh_soon`); :func:`ensure_exporter` starts it without placing anything.
+The claim registry (:mod:`ray_accel_ext.placement.claims`) starts it with itself and asks it to
+refresh when its claims or line change (:func:`refresh_soon`; at most every 0.5 s, the last change
+always); :func:`ensure_exporter` starts it without placing anything.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ __all__ = ["EXPORTER_ACTOR", "EXPORTER_NAMESPACE", "ensure_exporter", "refresh_s
 EXPORTER_ACTOR = "rayaccel-metrics"
 EXPORTER_NAMESPACE = "rayaccel"
 _log = logging.getLogger(__name__)
+# The shortest time between two refreshes that pokes ask for (Ray exports a gauge every 10 s by default).
+POKE_GAP_S = 0.5
 
 
 def _exporter_class():
@@ -50,12 +53,15 @@ def _exporter_class():
 
         def _loop(self) -> None:
             while True:
+                started = time.monotonic()
                 try:
                     self.refresh()
                 except Exception as exc:  # noqa: BLE001 - keep exporting; say why this round failed
                     self._status["last_error"] = f"{type(exc).__name__}: {exc}"
                     _log.warning("metrics refresh failed: %s", exc)
                 self._wake.wait(self._interval)
+                # Every reservation and release pokes: the pokes of a burst share one refresh.
+                time.sleep(max(0.0, started + min(POKE_GAP_S, self._interval) - time.monotonic()))
                 self._wake.clear()
 
         def refresh(self) -> dict[str, Any]:

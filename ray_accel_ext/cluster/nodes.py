@@ -6,11 +6,13 @@ Placement, the cluster inventory, health monitors, telemetry and the demo all re
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NodeView", "node_views", "alive_nodes", "HEAD_RESOURCE"]
+__all__ = ["NodeView", "node_views", "alive_nodes", "recent_alive_nodes", "HEAD_RESOURCE"]
 
 # Every head node carries this resource (Ray's NODE_ID_PREFIX + "__internal_head__").
 HEAD_RESOURCE = "node:__internal_head__"
@@ -71,3 +73,24 @@ def alive_nodes() -> list[NodeView]:
     import ray
 
     return node_views(ray.nodes())
+
+
+_lock = threading.Lock()
+_last: dict[str, Any] = {}
+
+
+def recent_alive_nodes(max_age_s: float) -> list[NodeView]:
+    """:func:`alive_nodes` as this process's last call here read them, if that read began at most
+    ``max_age_s`` ago on the same connection, else read now (callers at the same moment share one
+    read; ``0`` always reads)."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    where = (ctx.gcs_address, ctx.get_job_id())
+    with _lock:
+        if _last.get("where") == where and time.monotonic() - _last["at"] <= max_age_s:
+            return _last["views"]
+        at = time.monotonic()
+        views = alive_nodes()
+        _last.update(where=where, at=at, views=views)
+        return views

@@ -5,6 +5,7 @@ Selectors follow Ray 2.60's semantics (``reference/ray-2.60.md`` section 6).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from ..errors import NoDomainAvailable, WouldSplitDomain
 from ..labels import FABRIC_HOSTS, FABRIC_TOPOLOGY, GENERATION, TPU_TOPOLOGY
 from .request import DomainRequest
 
-__all__ = ["DomainChoice", "choose_domain", "match_selector", "ACCELERATOR_RESOURCES"]
+__all__ = ["DomainChoice", "DomainFits", "choose_domain", "choose_domains", "domain_fits", "match_selector", "ACCELERATOR_RESOURCES"]
 
 HOSTS_LABEL = FABRIC_HOSTS
 ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores")
@@ -115,12 +116,61 @@ def choose_domain(
     (retrying cannot help), and :class:`NoDomainAvailable` with ``retryable=True`` when fitting
     domains exist but are all busy.
     """
+    return choose_domains(nodes, request, busy_domains=busy_domains, busy_nodes=busy_nodes, exclude=exclude)[0]
+
+
+def choose_domains(
+    nodes: Iterable[Mapping[str, Any] | NodeView],
+    request: DomainRequest,
+    *,
+    busy_domains: Iterable[str] = (),
+    busy_nodes: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    limit: int = 1,
+    fits: "DomainFits | None" = None,
+) -> list[DomainChoice]:
+    """:func:`choose_domain`'s best ``limit`` free domains, best first (at least one; the same
+    errors). Callers that race for domains claim the first of these still free in one step.
+    ``fits``: :func:`domain_fits` of these ``nodes`` and ``request``, kept from an earlier call."""
+    if fits is None or fits.request != request:
+        fits = domain_fits(nodes, request)
+    scan = _Scan.of(fits, set(busy_domains), set(busy_nodes), set(exclude))
+    if not scan.free:
+        raise _no_domain(request, fits.groups, scan)
+    best = heapq.nsmallest(max(1, limit), scan.free)
+    return [_choice(request, value, fits.groups.members[value], fits.bundles[value]) for _, value in best]
+
+
+@dataclass
+class DomainFits:
+    """The domains of an inventory that could hold a request, free or held: what choosing needs
+    besides the claims, so one read of the nodes serves many choices."""
+
+    request: DomainRequest
+    groups: "_Groups"
+    fitting: list[tuple[int, str]] = field(default_factory=list)  # (hosts, domain)
+    bundles: dict[str, tuple[Mapping[str, float], ...]] = field(default_factory=dict)
+    incomplete: list[str] = field(default_factory=list)
+    largest: int = 0
+
+
+def domain_fits(nodes: Iterable[Mapping[str, Any] | NodeView], request: DomainRequest) -> DomainFits:
+    """Which domains of ``nodes`` could hold ``request`` (pure, linear in the node count)."""
     groups = _Groups.of(node_views(nodes), request.key, _compile(request.selector))
-    scan = _Scan.of(groups, request, set(busy_domains), set(busy_nodes), set(exclude))
-    if scan.best is None:
-        raise _no_domain(request, groups, scan)
-    value = scan.best[1]
-    members = groups.members[value]
+    out = DomainFits(request, groups)
+    for value, members in groups.members.items():
+        out.largest = max(out.largest, len(members))
+        if request.complete and len(members) < groups.expected.get(value, 0):
+            out.incomplete.append(value)
+            continue
+        bundles, distinct = _bundles_for(request, members)
+        if _place_bundles(members, bundles, distinct):
+            out.fitting.append((len(members), value))
+            out.bundles[value] = bundles
+    return out
+
+
+def _choice(request: DomainRequest, value: str, members: list[NodeView], bundles) -> DomainChoice:
     selector = {request.key: value, **request.selector}
     first = members[0].labels
     return DomainChoice(
@@ -128,9 +178,9 @@ def choose_domain(
         key=request.key,
         domain=value,
         node_ids=tuple(m.node_id for m in members),
-        bundles=tuple(dict(b) for b in scan.bundles),
+        bundles=tuple(dict(b) for b in bundles),
         strategy="STRICT_SPREAD" if request.hosts is not None or request.bundles is None else request.node_strategy,
-        selectors=tuple(dict(selector) for _ in scan.bundles),
+        selectors=tuple(dict(selector) for _ in bundles),
         generation=first.get(GENERATION),
         topology=first.get(FABRIC_TOPOLOGY) or first.get(TPU_TOPOLOGY),
     )
@@ -176,34 +226,26 @@ def _bundles_for(request: DomainRequest, members: list[NodeView]) -> tuple[tuple
 
 @dataclass
 class _Scan:
-    """Every matching domain sorted into the best free fit, busy, tried and incomplete ones."""
+    """The fitting domains sorted into free (``(hosts, name)``), busy and tried ones."""
 
-    best: tuple[int, str] | None = None
-    bundles: tuple[Mapping[str, float], ...] = ()
+    free: list[tuple[int, str]] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     tried: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
     largest: int = 0
 
     @classmethod
-    def of(cls, groups: _Groups, request: DomainRequest, busy_domains: set[str], busy_nodes: set[str],
-           exclude: set[str]) -> "_Scan":
-        out = cls()
-        for value, members in groups.members.items():
-            out.largest = max(out.largest, len(members))
-            if request.complete and len(members) < groups.expected.get(value, 0):
-                out.incomplete.append(value)
-                continue
-            bundles, distinct = _bundles_for(request, members)
-            if not _place_bundles(members, bundles, distinct):
-                continue
-            claim = f"{request.key}={value}"
+    def of(cls, fits: DomainFits, busy_domains: set[str], busy_nodes: set[str], exclude: set[str]) -> "_Scan":
+        out = cls(incomplete=fits.incomplete, largest=fits.largest)
+        key = fits.request.key
+        for hosts, value in fits.fitting:
+            claim = f"{key}={value}"
             if claim in exclude:
                 out.tried.append(value)
-            elif claim in busy_domains or any(m.node_id in busy_nodes for m in members):
+            elif claim in busy_domains or (busy_nodes and any(m.node_id in busy_nodes for m in fits.groups.members[value])):
                 out.busy.append(value)
-            elif out.best is None or (len(members), value) < out.best:
-                out.best, out.bundles = (len(members), value), bundles
+            else:
+                out.free.append((hosts, value))
         return out
 
 

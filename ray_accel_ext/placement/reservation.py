@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import telemetry
-from ..cluster.nodes import NodeView, alive_nodes
+from ..cluster.nodes import NodeView, alive_nodes, recent_alive_nodes
 from ..compat import has_feature, require_feature
 from ..errors import NoDomainAvailable, SchedulingError, WouldSplitDomain
 from ..labels import NODE_ID
 from ..telemetry import REASON_ERROR, REASON_NEVER_FITS, REASON_NO_DOMAIN_FREE, REASON_TIMEOUT
-from .choose import DomainChoice, choose_domain
+from .choose import DomainChoice, DomainFits, choose_domains, domain_fits
 from .claims import claim_pg_name, claims_registry
+from .line import ClaimLine
 from .ranks import DomainRanks, rank_domain
 from .request import DomainRequest
 from .subslice import expand_subslices
@@ -26,6 +27,12 @@ __all__ = ["Reservation", "BundleRank", "reserve", "reserve_domain", "read_inven
 _NEVER_FITS = ("no-match", "too-large", "incomplete")
 
 NODE_ID_KEY = NODE_ID
+
+# A first try chooses from the nodes this process read at most this long ago (callers at the same
+# moment share one ``ray.nodes()``); every later look reads them again.
+INVENTORY_MAX_AGE_S = 1.0
+# How many free domains, best first, one claim call may take the first free one of.
+CANDIDATES = 32
 
 
 def read_inventory() -> list[NodeView]:
@@ -134,7 +141,6 @@ class Reservation:
         finally:
             ray.get(claims_registry().release.remote(self.choice.claim_key, self.owner))
             telemetry.emit("placement_release", domain=self.domain, level=self.level, owner=self.owner)
-            _refresh_metrics()
 
     def to_dict(self) -> dict[str, Any]:
         rank0 = self.rank0
@@ -161,10 +167,13 @@ class Reservation:
         self.release()
 
 
-def _bundle_ranks(pg, domain: DomainRanks) -> tuple[BundleRank, ...]:
-    from ray.util import placement_group_table
+def _bundle_ranks(pg, choice: DomainChoice, domain: DomainRanks) -> tuple[BundleRank, ...]:
+    if len(choice.node_ids) == 1:  # the domain's one node holds every bundle: nothing to read
+        placed = dict.fromkeys(range(len(choice.bundles)), choice.node_ids[0])
+    else:
+        from ray.util import placement_group_table
 
-    placed = {int(k): v for k, v in (placement_group_table(pg).get("bundles_to_node_id") or {}).items()}
+        placed = {int(k): v for k, v in (placement_group_table(pg).get("bundles_to_node_id") or {}).items()}
     names = {h.node_id: h.hostname for h in domain.hosts}
     order = sorted(placed, key=lambda b: (domain.index_of(placed[b]) is None, domain.index_of(placed[b]) or 0, b))
     return tuple(BundleRank(rank, b, placed[b], names.get(placed[b], ""), domain.index_of(placed[b]))
@@ -222,7 +231,7 @@ def reserve(
         steps = tuple(expand_subslices(steps, read_inventory()))  # a TPU subslice: one step per block
     topology = use_topology_strategy(topology_strategy)
     owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    line = _Line(claims_registry(), owner, registry_timeout_s, waiter_ttl_s=max(15.0, 25 * poll_s))
+    line = ClaimLine(claims_registry(), owner, registry_timeout_s, waiter_ttl_s=max(15.0, 25 * poll_s))
     attempts: list[dict[str, Any]] = []
     start = time.monotonic()
     try:
@@ -237,7 +246,6 @@ def reserve(
         raise
     finally:
         line.leave()
-        _refresh_metrics()
 
     wait_s = time.monotonic() - start
     all_split = all(a["outcome"] in _NEVER_FITS for a in attempts)
@@ -255,29 +263,36 @@ def reserve(
 
 def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, claim_ttl_s) -> Reservation | None:
     """Try one step until its deadline; the reservation, or None (its attempts appended)."""
-    from ray.util import remove_placement_group
-
     step_start = time.monotonic()
     deadline = step_start + step.deadline_s
     tried: set[str] = set()
+    inventory, cached = recent_alive_nodes(INVENTORY_MAX_AGE_S), True
     while True:
-        inventory = read_inventory()
-        held = line.look()
+        held = line.known
         busy_nodes = {n for entry in held.values() for n in entry["nodes"]}
         try:
-            choice = choose_domain(inventory, step, busy_domains=held, busy_nodes=busy_nodes, exclude=tried)
+            choices = choose_domains(inventory, step, busy_domains=held, busy_nodes=busy_nodes, exclude=tried,
+                                     limit=CANDIDATES, fits=_fits(inventory, step))
         except SchedulingError as exc:
             now = time.monotonic()
+            if cached or not line.fresh:  # chosen from what this process knew: look again first
+                if cached:
+                    inventory, cached = recent_alive_nodes(0.0), False
+                if not line.fresh:
+                    line.look()
+                continue
             if exc.data.get("retryable") and now < deadline:
                 line.wait([f"{step.key}={v}" for v in exc.data.get("busy", ())])
                 line.pause(min(poll_s, deadline - now))
+                inventory = recent_alive_nodes(0.0)
                 continue
             attempts.append(_attempt(index, step, None, exc.data.get("reason", "error"), exc.message, now - step_start))
             return None
         try:
-            verdict = line.call("claim", choice.claim_key, list(choice.node_ids), line.owner, claim_ttl_s)
+            verdict, choice = line.claim_first(choices, claim_ttl_s)
         except BaseException:
-            line.release_quietly(choice.claim_key)  # the call may have run all the same (timed out here)
+            for c in choices:  # the call may have run all the same (timed out here)
+                line.release_quietly(c.claim_key)
             raise
         if verdict == "queued":
             now = time.monotonic()
@@ -285,82 +300,73 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
                 attempts.append(_attempt(index, step, None, "busy", "the fitting free domain is promised to a request "
                                          "that waited longer", now - step_start))
                 return None
-            line.wait([choice.claim_key, *held])
+            line.wait([*(c.claim_key for c in choices), *line.known])
             line.pause(min(poll_s, deadline - now))
+            inventory, cached = recent_alive_nodes(0.0), False
             continue
-        if verdict != "ok":
-            continue  # lost a race for this domain; look again
-        try:
-            pg = _create_pg(choice, claim_pg_name(name, line.owner, choice.claim_key), topology)
-        except BaseException:
-            line.release_quietly(choice.claim_key)
-            raise
-        try:
-            if not line.call("attach", choice.claim_key, line.owner, pg.id.hex(), list(choice.node_ids)):
-                remove_placement_group(pg)  # the registry restarted and gave the domain to another caller
-                continue
-            remaining = min(step.domain_wait_s, max(0.0, deadline - time.monotonic()))
-            ready = pg.wait(remaining) if remaining > 0 else False
-            if ready:
-                domain = rank_domain([n for n in inventory if n.labels.get(choice.key) == choice.domain], choice.key,
-                                     choice.domain)
-                attempts.append(_attempt(index, step, choice.domain, "ready", "", time.monotonic() - step_start))
-                reservation = Reservation(pg, choice, index, step.label(), time.monotonic() - start, attempts,
-                                          line.owner, domain, _bundle_ranks(pg, domain))
-                telemetry.placement_event(reservation.to_dict() | {"outcome": "ready", "reason_class": "",
-                                          "fallback": index > 0, "generation": choice.generation,
-                                          "topology": choice.topology, "hosts": len(choice.bundles)})
-                return reservation
-        except BaseException:
-            # Nothing half-made is left behind: not the group, not the claim.
-            remove_placement_group(pg)
-            line.release_quietly(choice.claim_key)
-            raise
-        remove_placement_group(pg)
-        line.call("release", choice.claim_key, line.owner)
-        tried.add(choice.claim_key)
-        attempts.append(_attempt(index, step, choice.domain, "timeout",
-                                 f"placement group not ready within {remaining:.3g}s", time.monotonic() - step_start))
+        if choice is None:
+            continue  # lost the race for every candidate; choose again from what the registry said
+        outcome, reservation = _place(index, step, choice, inventory, line, attempts, start, step_start, deadline,
+                                      name, topology)
+        if reservation is not None:
+            return reservation
+        if outcome == "timeout":
+            tried.add(choice.claim_key)
+        inventory, cached = recent_alive_nodes(0.0), False
         if time.monotonic() >= deadline:
             return None
 
 
-class _Line:
-    """This caller's calls to the claim registry, with a timeout, and its place in the line."""
+_last_fits: tuple[Any, DomainFits | None] = (None, None)
 
-    def __init__(self, registry, owner: str, timeout_s: float, waiter_ttl_s: float) -> None:
-        self.registry, self.owner, self.timeout_s, self.waiter_ttl_s = registry, owner, timeout_s, waiter_ttl_s
-        self.ticket: float | None = None
-        self.version = ""
 
-    def call(self, method: str, *args: Any, wait_s: float = 0.0) -> Any:
-        import ray
+def _fits(inventory: list[NodeView], step: DomainRequest) -> DomainFits:
+    """:func:`domain_fits` of this inventory (the same list object) and step, kept from the last call."""
+    global _last_fits
+    last_inventory, fits = _last_fits
+    if last_inventory is not inventory or fits is None or fits.request != step:
+        fits = domain_fits(inventory, step)
+        _last_fits = (inventory, fits)
+    return fits
 
-        return ray.get(getattr(self.registry, method).remote(*args), timeout=self.timeout_s + wait_s)
 
-    def look(self) -> dict[str, dict[str, Any]]:
-        """The claims held now (the registry drops stale ones first)."""
-        state = self.call("look")
-        self.version = state["version"]
-        return state["claims"]
+def _place(index, step, choice, inventory, line, attempts, start, step_start, deadline, name, topology):
+    """Make the claimed domain's group and wait for it: ``("ready", reservation)``, else the domain
+    given back and ``("lost", None)`` (the registry gave it away) or ``("timeout", None)``."""
+    from ray.util import remove_placement_group
 
-    def pause(self, seconds: float) -> None:
-        """Wait until the registry is given something back since :meth:`look`, or ``seconds``."""
-        self.call("changed", self.version, seconds, wait_s=seconds)
-
-    def wait(self, candidates) -> None:
-        self.ticket = self.call("wait_in_line", self.owner, sorted(set(candidates)), self.ticket, self.waiter_ttl_s)
-
-    def release_quietly(self, claim_key: str) -> None:
-        """Drop a claim on the way out of a failure (the registry's GC drops it otherwise)."""
-        try:
-            self.registry.release.remote(claim_key, self.owner)
-        except Exception:  # noqa: BLE001 - already failing; the original error is what matters
-            pass
-
-    def leave(self) -> None:
-        if self.ticket is not None:
-            self.registry.leave.remote(self.owner)  # nobody waits for the answer
+    try:
+        pg = _create_pg(choice, claim_pg_name(name, line.owner, choice.claim_key), topology)
+    except BaseException:
+        line.release_quietly(choice.claim_key)
+        raise
+    try:
+        attached = line.attach(choice, pg.id.hex())  # answered while Ray places the group
+        remaining = min(step.domain_wait_s, max(0.0, deadline - time.monotonic()))
+        ready = pg.wait(remaining) if remaining > 0 else False
+        if not line.get(attached):
+            remove_placement_group(pg)  # the registry restarted and gave the domain to another caller
+            return "lost", None
+        if ready:
+            domain = rank_domain([n for n in inventory if n.labels.get(choice.key) == choice.domain], choice.key,
+                                 choice.domain)
+            attempts.append(_attempt(index, step, choice.domain, "ready", "", time.monotonic() - step_start))
+            reservation = Reservation(pg, choice, index, step.label(), time.monotonic() - start, attempts,
+                                      line.owner, domain, _bundle_ranks(pg, choice, domain))
+            telemetry.placement_event(reservation.to_dict() | {"outcome": "ready", "reason_class": "",
+                                      "fallback": index > 0, "generation": choice.generation,
+                                      "topology": choice.topology, "hosts": len(choice.bundles)})
+            return "ready", reservation
+    except BaseException:
+        # Nothing half-made is left behind: not the group, not the claim.
+        remove_placement_group(pg)
+        line.release_quietly(choice.claim_key)
+        raise
+    remove_placement_group(pg)
+    line.call("release", choice.claim_key, line.owner)
+    attempts.append(_attempt(index, step, choice.domain, "timeout",
+                             f"placement group not ready within {remaining:.3g}s", time.monotonic() - step_start))
+    return "timeout", None
 
 
 def _failed_event(steps, attempts, start, error: str, reason_class: str) -> dict[str, Any]:
@@ -368,16 +374,6 @@ def _failed_event(steps, attempts, start, error: str, reason_class: str) -> dict
             "step": len(steps) - 1, "step_name": steps[-1].label(), "domain": None,
             "wait_s": round(time.monotonic() - start, 4), "attempts": attempts, "fallback": len(steps) > 1,
             "hosts": steps[-1].hosts, "generation": None, "topology": None}
-
-
-def _refresh_metrics() -> None:
-    """Ask the cluster's metrics process to re-read the state now (started on first use)."""
-    try:
-        from ..cluster.exporter import refresh_soon
-
-        refresh_soon()
-    except Exception:  # noqa: BLE001 - metrics never fail a placement
-        pass
 
 
 def _attempt(index: int, step: DomainRequest, domain: str | None, outcome: str, reason: str, waited: float) -> dict[str, Any]:

@@ -70,9 +70,9 @@ ALLOWED = {
     # A snapshot's recorded cloud metadata is served on loopback by the kit's server, for the demo's
     # nodes and for `--root SNAPSHOT` (tools/commands/_common.py host_for).
     ("ray_accel_ext.tools.commands.demo", "ray_accel_ext.testing.fake_metadata"): "snapshot metadata served by the kit",
-    # Lazy, in a driver that just reserved: the cluster's metrics process sets its gauges now
-    # instead of at its next tick (cluster/exporter.py refresh_soon).
-    ("ray_accel_ext.placement.reservation", "ray_accel_ext.cluster.exporter"): "ask the metrics process to refresh",
+    # Lazy, in the claim registry when its claims or line change: the cluster's metrics process
+    # sets its gauges now instead of at its next tick (cluster/exporter.py refresh_soon).
+    ("ray_accel_ext.placement.claims", "ray_accel_ext.cluster.exporter"): "ask the metrics process to refresh",
 }
 
 

@@ -21,6 +21,7 @@ ray = pytest.importorskip("ray")
 
 from ray_accel_ext.errors import NoDomainAvailable, WouldSplitDomain  # noqa: E402
 from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve, reserve_domain  # noqa: E402
+from ray_accel_ext.placement.claims import claims_registry  # noqa: E402
 from ray_accel_ext.telemetry import TELEMETRY_LOGGER  # noqa: E402
 from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
 from tests.support.domains import SNAPSHOTS, add_in_batches, gb200_domain  # noqa: E402
@@ -115,6 +116,11 @@ def test_domain_taken_outside_the_api_times_out_and_the_next_one_is_used(cluster
     # A plain actor (no claim) takes every GPU of one tray of the best-fit domain.
     squatter = Squatter.options(label_selector={"ray.io/node-id": tray}).remote()
     ray.get(squatter.ping.remote())
+    # A domain given back a moment ago is tried after the others of its size (claims.COOLING_S):
+    # `first`, given back by an earlier test, must be the one tried first here.
+    deadline = time.monotonic() + 30
+    while f"{FABRIC}={first}" in ray.get(claims_registry().info.remote())["cooling"] and time.monotonic() < deadline:
+        time.sleep(0.05)
     try:
         with reserve_domain("fabric", hosts=2, selector=GB200, deadline_s=60, domain_wait_s=2) as r:
             assert r.domain != first
