@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 from ray_accel_ext.cluster.node_watch import find_raylet, raylet_alive
 from ray_accel_ext.host import open_host
@@ -14,6 +15,18 @@ from ray_accel_ext.node.watcher import TOKEN_ENV, WATCHER_MODULE, spawn_watcher
 from tests.support.paths import HOSTS
 
 L4 = HOSTS / "nvidia_gpu" / "l4-single-pcie"
+
+
+def _cmdline(pid: int) -> bytes:
+    """The process's command line; /proc shows it empty for a moment right after the exec, so it is
+    read again (up to 30 s) until it is there."""
+    end = time.monotonic() + 30
+    while True:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            data = f.read()
+        if data or time.monotonic() > end:
+            return data
+        time.sleep(0.01)
 
 
 def test_off_by_setting_and_for_nodes_without_accelerators():
@@ -30,8 +43,7 @@ def test_the_watcher_is_spawned_with_a_token_and_not_waited_for():
     pid = spawn_watcher(inventory, env)
     try:
         assert pid is not None and len(env[TOKEN_ENV]) == 32
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            assert WATCHER_MODULE.encode() in f.read()
+        assert WATCHER_MODULE.encode() in _cmdline(pid)
         assert find_raylet(env[TOKEN_ENV]) is None  # no raylet carries this token: it keeps waiting
         assert raylet_alive(pid)
     finally:
