@@ -5,7 +5,8 @@ nothing of sysfs.
 
 Labels (DESIGN section 4): ``ray.io/accelerator-type`` and, for TPU, ``ray.io/tpu-slice-name``,
 ``ray.io/tpu-worker-id``, ``ray.io/tpu-topology``, ``ray.io/tpu-pod-type`` exactly as Ray's own TPU
-manager emits them; ``ray.io/gpu-domain`` for a multi-node NVLink domain; everything else under
+manager emits them, and ``ray.io/tpu-subslice-<shape>`` as Ray's newest subslice code numbers them
+(:mod:`.tpu_subslices`); ``ray.io/gpu-domain`` for a multi-node NVLink domain; everything else under
 ``rayaccel.io/``. Every value is sanitised to Ray's selector syntax; a value that cannot be made
 valid is dropped rather than published.
 
