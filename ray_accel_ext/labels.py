@@ -61,6 +61,9 @@ TPU_SLICE_NAME = f"{RAY_PREFIX}/tpu-slice-name"
 TPU_WORKER_ID = f"{RAY_PREFIX}/tpu-worker-id"
 TPU_TOPOLOGY = f"{RAY_PREFIX}/tpu-topology"
 TPU_POD_TYPE = f"{RAY_PREFIX}/tpu-pod-type"
+# + a sub-shape (``ray.io/tpu-subslice-2x4``): the index of this host's block of that shape, as
+# Ray's newest TPU code numbers subslices (node/tpu_subslices.py).
+TPU_SUBSLICE_PREFIX = f"{RAY_PREFIX}/tpu-subslice-"
 GPU_DOMAIN = f"{RAY_PREFIX}/gpu-domain"
 
 # -- the project's keys (DESIGN section 4) ---------------------------------------------------------
@@ -187,3 +190,6 @@ TPU_ATTR_ACCELERATOR_TYPE = f"{TPU_ATTR_PREFIX}/accelerator-type"
 TPU_ATTR_SLICE_NAME = f"{TPU_ATTR_PREFIX}/slice-name"
 TPU_ATTR_WORKER_ID = f"{TPU_ATTR_PREFIX}/worker-id"
 TPU_ATTR_TOPOLOGY = f"{TPU_ATTR_PREFIX}/topology"
+# A slice's geometry: one host's chip block and the host grid, x by y by z (``2x2x1``).
+TPU_ATTR_CHIP_BLOCK = f"{TPU_ATTR_PREFIX}/chips-per-host-bounds"
+TPU_ATTR_HOST_BOUNDS = f"{TPU_ATTR_PREFIX}/host-bounds"

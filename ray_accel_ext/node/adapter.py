@@ -5,7 +5,8 @@ nothing of sysfs.
 
 Labels (DESIGN section 4): ``ray.io/accelerator-type`` and, for TPU, ``ray.io/tpu-slice-name``,
 ``ray.io/tpu-worker-id``, ``ray.io/tpu-topology``, ``ray.io/tpu-pod-type`` exactly as Ray's own TPU
-manager emits them; ``ray.io/gpu-domain`` for a multi-node NVLink domain; everything else under
+manager emits them, and ``ray.io/tpu-subslice-<shape>`` as Ray's newest subslice code numbers them
+(:mod:`.tpu_subslices`); ``ray.io/gpu-domain`` for a multi-node NVLink domain; everything else under
 ``rayaccel.io/``. Every value is sanitised to Ray's selector syntax; a value that cannot be made
 valid is dropped rather than published.
 
@@ -36,6 +37,8 @@ from ..labels import (
     PROJECT_PREFIX,
     RAY_PREFIX,
     TPU_ATTR_ACCELERATOR_TYPE,
+    TPU_ATTR_CHIP_BLOCK,
+    TPU_ATTR_HOST_BOUNDS,
     TPU_ATTR_SLICE_NAME,
     TPU_ATTR_TOPOLOGY,
     TPU_ATTR_WORKER_ID,
@@ -48,6 +51,7 @@ from ..labels import (
 from ..model import SCHEMA_VERSION, NodeDescription, NodeInventory, Problem
 from ..problems import LINK_DOWN
 from ..skus import memory_gib_from_bytes
+from .tpu_subslices import subslice_labels, worker_of_coords
 
 __all__ = ["RayNodeSpec", "to_ray_node", "degraded_spec", "ray_tpu_identity", "GPUDIRECT_PATHS"]
 
@@ -282,10 +286,26 @@ def ray_tpu_identity(desc: NodeDescription) -> dict[str, str]:
 
 
 def _tpu_labels(desc: NodeDescription) -> dict[str, str]:
-    """``ray.io/tpu-*`` labels, as ``TPUAcceleratorManager.get_current_node_accelerator_labels``."""
+    """``ray.io/tpu-*`` labels, as ``TPUAcceleratorManager.get_current_node_accelerator_labels``,
+    and the ``ray.io/tpu-subslice-<shape>`` labels of Ray's newest subslice code."""
     ident = ray_tpu_identity(desc)
     keys = {"name": L.TPU_SLICE_NAME, "worker": L.TPU_WORKER_ID, "topology": L.TPU_TOPOLOGY, "pod_type": L.TPU_POD_TYPE}
-    return {keys[k]: v for k, v in ident.items()}
+    return {**{keys[k]: v for k, v in ident.items()}, **_tpu_subslice_labels(desc)}
+
+
+def _tpu_subslice_labels(desc: NodeDescription) -> dict[str, str]:
+    """This host's subslice indices (:mod:`.tpu_subslices`), from its chips' slice coordinates as
+    Ray's newest code takes them, over the slice's published geometry; none without both."""
+    fabric, attrs = desc.fabric, desc.attributes
+    coords = [d.coords for d in desc.devices if d.coords is not None]
+    block, hosts = attrs.get(TPU_ATTR_CHIP_BLOCK), attrs.get(TPU_ATTR_HOST_BOUNDS)
+    if fabric is None or fabric.kind != "tpu-slice" or not fabric.topology or not coords or not block or not hosts:
+        return {}
+    try:
+        worker = worker_of_coords(coords, block, hosts)
+    except ValueError:
+        return {}
+    return subslice_labels(fabric.topology, block, hosts, worker)
 
 
 def _tpu_resources(desc: NodeDescription) -> dict[str, float]:

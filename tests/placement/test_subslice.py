@@ -3,6 +3,8 @@ a subslice request becomes, on synthetic inventories (pure, no Ray)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ray_accel_ext.cluster.nodes import NodeView
@@ -55,3 +57,21 @@ def test_subslice_index_picks_one_block_and_a_wrong_one_is_refused():
         expand_subslices([DomainRequest(subslice="4x2", subslice_index=2)], nodes)
     with pytest.raises(ValueError, match="no hosts= or bundles="):
         DomainRequest(subslice="4x2", hosts=2)
+
+
+def _labelled_slice(name: str) -> list[NodeView]:
+    """A 4x4 whose hosts publish their subslice labels (x-minor: 2x4 blocks are columns)."""
+    return [replace(n, labels={**n.labels, "ray.io/tpu-subslice-2x2": str(w), "ray.io/tpu-subslice-2x4": str(w % 2)})
+            for w, n in enumerate(_slice(name))]
+
+
+def test_a_labelled_shape_is_selected_by_its_label_and_lands_on_its_block():
+    nodes = _labelled_slice("s-a") + _labelled_slice("s-b")
+    steps = expand_subslices([DomainRequest(subslice="2x4", selector={"ray.io/accelerator-type": "TPU-V6E"})], nodes)
+    assert [s.selector.get("ray.io/tpu-subslice-2x4") for s in steps] == ["0", "1"]
+    assert all("rayaccel.io/fabric-worker" not in s.selector and s.hosts == 2 for s in steps)
+    choice = choose_domain(nodes, steps[1])
+    assert sorted(n.rsplit("-", 1)[1] for n in choice.node_ids) == ["1", "3"]
+    # A shape Ray does not label (4x2: rows) still goes by worker ids, numbered the same way.
+    (row,) = expand_subslices([DomainRequest(subslice="4x2", subslice_index=1)], nodes[:4])
+    assert row.selector["rayaccel.io/fabric-worker"] == "in(2,3)"

@@ -20,7 +20,8 @@ from typing import Any
 
 from ray._private import label_utils
 
-from ray_accel_ext.labels import is_valid_key, is_valid_value
+from ray_accel_ext.labels import TPU_SUBSLICE_PREFIX, is_valid_key, is_valid_value
+from ray_accel_ext.node.tpu_subslices import RAY_SHAPES_2D, RAY_SHAPES_3D
 from tests.support.paths import REPO
 
 RESULTS_DIR = REPO / "artifacts" / "reliability"
@@ -28,7 +29,7 @@ OUTCOMES = ("correct", "degraded", "clear error", "unflagged change")
 # The ray.io/ keys the adapter may set (DESIGN section 4); anything else under ray.io/ is an injection.
 RAY_KEYS = frozenset(
     f"ray.io/{k}" for k in ("accelerator-type", "tpu-slice-name", "tpu-worker-id", "tpu-topology", "tpu-pod-type", "gpu-domain")
-)
+) | frozenset(TPU_SUBSLICE_PREFIX + shape for shape in RAY_SHAPES_2D + RAY_SHAPES_3D)
 # Python errors that mean a backend or parser was surprised by its input (not a clear error).
 SURPRISES = frozenset(
     {"TypeError", "KeyError", "IndexError", "AttributeError", "ZeroDivisionError", "RecursionError",

@@ -26,6 +26,8 @@ from ...hw.cloud import cloud_provider, hostname
 from ...hw.cloud import location as provider_location
 from ...labels import (
     TPU_ATTR_ACCELERATOR_TYPE,
+    TPU_ATTR_CHIP_BLOCK,
+    TPU_ATTR_HOST_BOUNDS,
     TPU_ATTR_PREFIX,
     TPU_ATTR_SLICE_NAME,
     TPU_ATTR_TOPOLOGY,
@@ -283,8 +285,8 @@ def _attributes(info: SliceInfo, layout: SliceLayout | None, fabric: Fabric | No
         out[f"{LABEL_PREFIX}/chips-per-host"] = str(layout.chips_per_host)
         if layout.ici is not None:
             ici = layout.ici
-            out[f"{LABEL_PREFIX}/host-bounds"] = "x".join(map(str, ici.host_bounds))
-            out[f"{LABEL_PREFIX}/chips-per-host-bounds"] = "x".join(map(str, ici.chip_block))
+            out[TPU_ATTR_HOST_BOUNDS] = "x".join(map(str, ici.host_bounds))
+            out[TPU_ATTR_CHIP_BLOCK] = "x".join(map(str, ici.chip_block))
             axes = "".join(a for a, w in zip("xyz", ici.wrap) if w)
             out[f"{LABEL_PREFIX}/ici-wrap"] = ("twisted-" if layout.twisted and axes else "") + (axes or "none")
     if info.sources.get("name"):

@@ -186,3 +186,20 @@ def test_workers_ask_no_metadata_server(cluster):
 
     assert ray.get([ask.remote() for _ in range(3)]) == [("4723019483750192837", 1, 2, "4723019483750192837")] * 3
     assert gce.count() == 1
+
+
+def test_reserve_of_a_subslice_takes_the_hosts_labelled_with_its_index(cluster):
+    """Every host carries its ``ray.io/tpu-subslice-<shape>`` indices (x-minor: a 4x4's ``2x4``
+    blocks are the columns, workers 0 and 2, 1 and 3); ``placement.reserve`` of block 1 selects by
+    that label and lands on workers 1 and 3 of one slice."""
+    from ray_accel_ext.placement import DomainRequest, reserve
+
+    for name in SLICES:
+        for w, (one_host, column) in enumerate([("0", "0"), ("1", "1"), ("2", "0"), ("3", "1")]):
+            labels = cluster.ray_node(f"{name}-w{w}")["Labels"]
+            assert labels["ray.io/tpu-subslice-2x2"] == one_host and labels["ray.io/tpu-subslice-2x4"] == column
+    request = DomainRequest(subslice="2x4", subslice_index=1, selector={"ray.io/tpu-pod-type": "v6e-16"}, deadline_s=60)
+    with reserve(request) as r:
+        assert [s["ray.io/tpu-subslice-2x4"] for s in r.choice.selectors] == ["1", "1"]
+        names = _node_names()
+        assert sorted(names[n] for n in r.bundle_nodes().values()) == [f"{r.domain}-w1", f"{r.domain}-w3"]

@@ -28,6 +28,7 @@ pytest.importorskip("ray")  # compared with what Ray's own TPU manager derives
 
 from ray_accel_ext.backends.tpu.topology import parse_accelerator_type, parse_topology
 from ray_accel_ext.errors import TopologyStringError
+from ray_accel_ext.node.tpu_subslices import parse_shape, subslice_labels
 from ray_accel_ext.testing.fake_metadata import MetadataServers
 from ray_accel_ext.testing.snapshots import metadata_spec, run_snapshot, snapshot_dirs
 from tests.support.paths import HOSTS
@@ -47,7 +48,11 @@ RULES = {
     "hostnames-name": "Multi-host slice without a name",
     "topology-unparsed": "A topology that does not parse",
     "accel-not-tpu": "A bare `/dev/accel0` beside a PCI tree with no Google function",
+    "subslice-labels": "`ray.io/tpu-subslice-<shape>` node labels",
+    "subslice-host-block": "Subslice labels on hosts whose chip block is not 2x2",
 }
+# GKE's getChipsPerDim: a host's chip block from its chip count (docs/tpu.md, "Slice arithmetic").
+CHIP_BLOCK = {1: (1, 1, 1), 2: (1, 2, 1), 4: (2, 2, 1), 8: (2, 4, 1)}
 FIRED: Counter[str] = Counter()
 
 
@@ -147,7 +152,49 @@ def _expected(case: Case, ray: dict) -> tuple[dict, list[str]]:
             if labels["ray.io/tpu-worker-id"] == "0":
                 res[f"TPU-{pod_type}-head"] = 1
         fired.append("hostnames-name")
+    _subslices(case, labels, fired)
     return {"resources": res, "labels": labels, "hosts": hosts}, fired
+
+
+def _grid(topology: tuple[int, ...], block: tuple[int, ...]) -> str | None:
+    if any(t % b for t, b in zip(topology, block)):
+        return None
+    return "x".join(str(t // b) for t, b in zip(topology, block))
+
+
+def _subslices(case: Case, labels: dict, fired: list[str]) -> None:
+    """Ray 2.60 puts no subslice label on a node. Newest Ray's (tested against Ray's own cases in
+    test_subslice_labels.py) numbers the host at its chips' smallest coordinate on a grid of 2x2x1
+    hosts; ours numbers it on its real chip block (GKE's block for its chip count)."""
+    acc, topo, worker = _parsed_type(case), labels.get("ray.io/tpu-topology"), labels.get("ray.io/tpu-worker-id")
+    if acc is None or not topo or worker is None or "ray.io/tpu-slice-name" not in labels or not case.chips:
+        return
+    try:
+        dims = parse_shape(topo)
+    except ValueError:
+        return
+    if len(topo.split("x")) != acc.generation.dims or math.prod(dims) != acc.chips or case.chips not in CHIP_BLOCK:
+        return
+    block = CHIP_BLOCK[min(case.chips, acc.chips)]
+    hosts, ray_hosts = _grid(dims, block), _grid(dims, (2, 2, 1))
+    if hosts is None:
+        return  # a host that is no block of its slice: ours has no chip coordinates, so no labels
+    w, grid = int(worker), parse_shape(hosts)
+    origin = (w % grid[0] * block[0], w // grid[0] % grid[1] * block[1], w // (grid[0] * grid[1]) * block[2])
+    newest: dict[str, str] = {}
+    if ray_hosts is not None:
+        rg = parse_shape(ray_hosts)
+        physical = origin[0] // 2 + rg[0] * (origin[1] // 2 + rg[1] * origin[2])
+        newest = subslice_labels(topo, "2x2x1", ray_hosts, physical)
+    if newest:
+        labels.update(newest)
+        fired.append("subslice-labels")
+    ours = subslice_labels(topo, "x".join(map(str, block)), hosts, w)
+    if ours != newest:
+        for key in newest:
+            labels.pop(key)
+        labels.update(ours)
+        fired.append("subslice-host-block")
 
 
 def _compare(ours: dict, expected: dict, why: list[str]) -> None:

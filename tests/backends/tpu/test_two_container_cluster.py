@@ -76,11 +76,14 @@ def test_reserve_of_the_whole_slice_lands_on_its_hosts(cluster):
 
 def test_reserve_of_a_subslice_takes_one_hosts_two_containers(cluster):
     """tpu7x-16 (2x2x2) as 1x2x1-chip processes on a 2x1x2 grid: a 2x2x1 subslice is one pod's
-    two containers; index 1 is host 1's."""
+    two containers, labelled with the pod's index; index 1 is host 1's."""
     from ray_accel_ext.placement import DomainRequest, reserve
 
     request = DomainRequest(subslice="2x2x1", subslice_index=1, selector={"ray.io/tpu-pod-type": "v7x-16"},
                             deadline_s=60)
+    for name in NAMES:
+        assert cluster.ray_node(name)["Labels"]["ray.io/tpu-subslice-2x2x1"] == name[1]  # the pod's index
     with reserve(request) as r:
         assert r.domain == "tpu7x-group-0" and r.bundles == ({"TPU": 2.0},) * 2
+        assert [s["ray.io/tpu-subslice-2x2x1"] for s in r.choice.selectors] == ["1", "1"]
         assert _names_of(r.bundle_nodes().values()) == ["h1c0", "h1c1"]
