@@ -28,7 +28,7 @@ from .model import Device, Fabric, Nic, NodeDescription, NodeInventory
 from .node.handoff import node_inventory
 
 __all__ = ["WorkerTopology", "my_devices", "topology_for", "pin_to_local_cpus", "nccl_env", "node_inventory",
-           "this_node_inventory"]
+           "this_node_inventory", "device_indices"]
 
 
 @dataclass(frozen=True)
@@ -103,17 +103,42 @@ def _unit_owner(desc: NodeDescription):
     return lambda unit: int(unit // per_device)
 
 
+def _index_of(desc: NodeDescription, raw: str, owner: Any) -> int | None:
+    """The device index of one of Ray's ids: a unit number, or a device's own id where the node's
+    workers started with a visible-devices value of device ids (a MIG node's whole GPUs by UUID,
+    :mod:`ray_accel_ext.node.ray_devices`), which Ray maps its ids through
+    (``ray/_private/worker.py`` ``get_accelerator_ids_for_accelerator_resource``)."""
+    try:
+        return owner(int(raw))
+    except ValueError:
+        pass
+    index = next((d.index for d in desc.devices if d.id == raw), None)
+    if index is None:
+        raise RuntimeTopologyError(f"Ray assigned {desc.resource_name} id {raw!r}, which is not an index or a device of this node")
+    return index
+
+
+def device_indices(resource_name: str, accelerator_ids: Sequence[str]) -> tuple[int, ...]:
+    """Ray's ``accelerator_ids`` of ``resource_name`` as this node's device indices (a device id
+    such as a GPU UUID mapped through the node's inventory)."""
+    try:
+        return tuple(int(x) for x in accelerator_ids)
+    except ValueError:
+        pass
+    for desc in this_node_inventory().descriptions:
+        if desc.resource_name == resource_name:
+            owner = _unit_owner(desc)
+            return tuple(_index_of(desc, str(raw), owner) for raw in accelerator_ids)
+    raise RuntimeTopologyError(f"Ray assigned {resource_name} ids {list(accelerator_ids)}, which are not indices")
+
+
 def topology_for(desc: NodeDescription, accelerator_ids: Sequence[str]) -> WorkerTopology:
     """The devices of ``desc`` named by Ray's ``accelerator_ids`` and what is near them."""
     n = len(desc.devices)
     owner = _unit_owner(desc)
     indices: list[int] = []
     for raw in accelerator_ids:
-        try:
-            unit = int(raw)
-        except ValueError:
-            raise RuntimeTopologyError(f"Ray assigned {desc.resource_name} id {raw!r}, which is not an index") from None
-        index = owner(unit)
+        index = _index_of(desc, raw, owner)
         if index is None or not 0 <= index < n:
             raise RuntimeTopologyError(
                 f"Ray assigned {desc.resource_name} id {raw}, but this node describes devices 0..{n - 1}"

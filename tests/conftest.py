@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import os
 import textwrap
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def scratch_path():
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The start hook spawns a device watcher per node (ray_accel_ext/node/watcher.py); tests that call
+    # the hook in this process would leave one waiting for a raylet. Tests of the watcher turn it on.
+    os.environ.setdefault("RAY_ACCEL_HEALTH_WATCH", "0")
     config.addinivalue_line("markers", "needs_ray: uses Ray without starting it (skipped where Ray is not installed)")
 
 

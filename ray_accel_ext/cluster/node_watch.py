@@ -22,6 +22,7 @@ __all__ = ["Raylet", "find_raylet", "raylet_alive", "main", "RAYLET_WAIT_S"]
 
 RAYLET_WAIT_S = 600.0  # how long a watcher waits for its raylet to appear
 _TOKEN_ENV = "RAY_ACCEL_WATCH_TOKEN"  # ray_accel_ext.node.watcher.TOKEN_ENV
+_PARENT_ENV = "RAY_ACCEL_WATCH_PARENT"  # ray_accel_ext.node.watcher.PARENT_ENV
 _log = logging.getLogger("ray_accel_ext")
 
 
@@ -82,13 +83,27 @@ def _connect(raylet: Raylet, stop: threading.Event) -> bool:
     return False
 
 
+def _spawner() -> int:
+    """The process that ran the start hook (``ray start``), as it said at the spawn: it may be gone
+    before this one reads its parent."""
+    try:
+        return int(os.environ.get(_PARENT_ENV, ""))
+    except ValueError:
+        return os.getppid()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Wait for this node's raylet, watch its devices, exit with it."""
     stop = threading.Event()
     token = os.environ.get(_TOKEN_ENV)
     waited = 0.0
+    parent = _spawner()
     raylet = find_raylet(token)
     while raylet is None and waited < RAYLET_WAIT_S:
+        if os.getppid() != parent:
+            # `ray start` is gone: the raylet it launched, if any, exists by now. One last look.
+            raylet = find_raylet(token)
+            break
         stop.wait(1.0)
         waited += 1.0
         raylet = find_raylet(token)

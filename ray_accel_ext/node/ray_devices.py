@@ -47,6 +47,7 @@ log = logging.getLogger("ray_accel_ext")
 SETTING_ENV = "RAY_ACCEL_DEVICE_ISOLATION"
 DEVICES_ENV = "RAY_ACCEL_RAY_DEVICES"
 UNIT_ENV = "RAY_custom_unit_instance_resources"
+CUDA_ENV = "CUDA_VISIBLE_DEVICES"
 PTH_NAME = "ray_accel_ext_devices.pth"
 BOOT_MODULE = "_ray_accel_ext_devices"
 MAX_ENV_BYTES = 64 * 1024
@@ -152,6 +153,23 @@ def _unit_list(environ: Mapping[str, str], own: set[str], new: list[str]) -> str
     return ",".join(dict.fromkeys(names + new))
 
 
+def _whole_gpus(inventory: NodeInventory, environ: Mapping[str, str]) -> str | None:
+    """On a node with MIG GPUs, ``CUDA_VISIBLE_DEVICES`` for the node's processes: the UUIDs of its
+    whole GPUs. CUDA reads an integer there as nvidia-smi's index, which counts the MIG-enabled
+    GPUs too (CUDA programming guide, "CUDA_VISIBLE_DEVICES"), so Ray's plain ``GPU`` ids could
+    name one; Ray maps the ids it gives a task through the value its workers started with
+    (``ray/_private/worker.py`` ``get_accelerator_ids_for_accelerator_resource``), so a
+    ``num_gpus`` task gets a whole GPU's UUID. None where the variable is already set (the
+    operator's choice stands), there is no whole GPU, or a GPU has no UUID."""
+    if CUDA_ENV in environ:
+        return None
+    for desc in inventory.descriptions:
+        if desc.resource_name == "GPU" and desc.partitions and desc.devices:
+            ids = [d.id for d in sorted(desc.devices, key=lambda d: d.index)]
+            return ",".join(ids) if all(i.startswith("GPU-") for i in ids) else None
+    return None
+
+
 def _encode(found: list[dict[str, Any]]) -> str:
     text = json.dumps(found, separators=(",", ":"), sort_keys=True)
     if len(text.encode()) > MAX_ENV_BYTES:  # devices reduced to their indices: backends get Device(index=i)
@@ -195,6 +213,9 @@ def hand_off_devices(
             log.warning("ray_accel_ext: device isolation for %s is off on this node: %s", ", ".join(names), why)
             return {}, _problems(codes.DEVICE_ISOLATION_UNAVAILABLE, found, why)
         out = {DEVICES_ENV: _encode(found), UNIT_ENV: _unit_list(environ, own, names)}
+        whole = _whole_gpus(inventory, environ)
+        if whole is not None:
+            out[CUDA_ENV] = whole
         environ.update(out)
         log.info("ray_accel_ext: Ray isolates %s per task (%s=%s)", ", ".join(names), UNIT_ENV, out[UNIT_ENV])
         return out, []

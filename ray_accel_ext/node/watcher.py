@@ -19,10 +19,11 @@ import sys
 import uuid
 from collections.abc import MutableMapping
 
-__all__ = ["WATCH_ENV", "TOKEN_ENV", "WATCHER_MODULE", "watch_enabled", "spawn_watcher"]
+__all__ = ["WATCH_ENV", "TOKEN_ENV", "PARENT_ENV", "WATCHER_MODULE", "watch_enabled", "spawn_watcher"]
 
 WATCH_ENV = "RAY_ACCEL_HEALTH_WATCH"
 TOKEN_ENV = "RAY_ACCEL_WATCH_TOKEN"
+PARENT_ENV = "RAY_ACCEL_WATCH_PARENT"  # the spawning process: a watcher whose `ray start` ended with no raylet exits
 WATCHER_MODULE = "ray_accel_ext.cluster.node_watch"
 _OFF = {"0", "false", "no", "off"}
 log = logging.getLogger("ray_accel_ext")
@@ -42,7 +43,8 @@ def spawn_watcher(inventory, environ: MutableMapping[str, str] | None = None) ->
             return None
         environ[TOKEN_ENV] = uuid.uuid4().hex
         process = subprocess.Popen(
-            [sys.executable, "-m", WATCHER_MODULE], env=dict(environ), start_new_session=True, close_fds=True,
+            [sys.executable, "-m", WATCHER_MODULE], env={**environ, PARENT_ENV: str(os.getpid())},
+            start_new_session=True, close_fds=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         log.info("ray_accel_ext: device watcher started (pid %d); %s=0 turns it off", process.pid, WATCH_ENV)

@@ -12,6 +12,7 @@ import os
 from collections.abc import MutableMapping
 
 from ..errors import RuntimeTopologyError
+from ..worker import device_indices
 from .model import RankPlan
 from .plan import TransportPlan
 
@@ -25,10 +26,7 @@ def my_units(resource: str) -> tuple[int, ...]:
     if not ray.is_initialized():
         raise RuntimeTopologyError("apply_plan() must be called inside a Ray task or actor")
     ids = ray.get_runtime_context().get_accelerator_ids().get(resource, []) if resource else []
-    try:
-        return tuple(int(x) for x in ids)
-    except ValueError:
-        raise RuntimeTopologyError(f"Ray assigned {resource} ids {ids}, which are not indices") from None
+    return device_indices(resource, ids)
 
 
 def apply_plan(plan: TransportPlan, *, environ: MutableMapping[str, str] | None = None) -> RankPlan:

@@ -59,7 +59,7 @@ def _raylet_default_units() -> set[str]:
 def environ(monkeypatch):
     """os.environ restored afterwards (the hook writes its hand-off into it)."""
     saved = dict(os.environ)
-    for key in (DEVICES_ENV, UNIT_ENV, SETTING_ENV, NODE_INVENTORY_ENV, "RAY_ACCEL_ROOT"):
+    for key in (DEVICES_ENV, UNIT_ENV, SETTING_ENV, NODE_INVENTORY_ENV, "RAY_ACCEL_ROOT", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(key, raising=False)
     yield os.environ
     os.environ.clear()
@@ -102,6 +102,26 @@ def test_mig_instances_are_handed_on_as_unit_families_of_their_uuids(environ):
     assert (family["resource"], family["env_var"], family["units"]) == (
         "mig-1g.10gb", "CUDA_VISIBLE_DEVICES", [p.id for p in parts])
     assert "mig-1g.10gb" in environ[UNIT_ENV].split(",") and "GPU" not in environ[UNIT_ENV].split(",")
+
+
+def test_a_mig_node_names_its_whole_gpus_by_uuid_for_rays_gpu_ids(environ):
+    """CUDA reads CUDA_VISIBLE_DEVICES=0 as nvidia-smi's GPU 0, which on this host is the MIG GPU
+    (0000:41:00.0 sorts before the whole GPU at 0000:c1:00.0); the node's value maps Ray's GPU id 0
+    to the whole GPU's UUID instead."""
+    _start(environ, PARTLY_MIG)
+    (desc,) = handed_off_inventory(environ).descriptions
+    assert [d.pci_address for d in desc.devices] == ["0000:c1:00.0"]
+    assert {p.pci_address for p in desc.partitions} == {"0000:41:00.0"}
+    assert environ["CUDA_VISIBLE_DEVICES"] == desc.devices[0].id and desc.devices[0].id.startswith("GPU-")
+
+
+def test_an_operators_cuda_visible_devices_stands_and_all_mig_nodes_set_none(environ):
+    environ["CUDA_VISIBLE_DEVICES"] = "0"
+    _start(environ, PARTLY_MIG)
+    assert environ["CUDA_VISIBLE_DEVICES"] == "0"
+    del environ["CUDA_VISIBLE_DEVICES"]
+    _start(environ, HOSTS / "nvidia_gpu" / "a100-80gb-mig-homogeneous")
+    assert "CUDA_VISIBLE_DEVICES" not in environ and "mig-1g.10gb" in environ[UNIT_ENV].split(",")
 
 
 def test_a_unit_list_set_by_the_operator_is_extended_not_replaced(environ):

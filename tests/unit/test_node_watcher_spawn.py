@@ -50,3 +50,26 @@ def test_the_watcher_is_spawned_with_a_token_and_not_waited_for():
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     assert not raylet_alive(pid)
+
+
+def test_a_watcher_whose_ray_start_ended_without_a_raylet_exits():
+    """``ray start`` failed before launching its raylet: the watcher does not wait out its
+    ten minutes (it would be left behind)."""
+    import subprocess
+    import sys
+
+    script = ("import os, sys\n"
+              "from ray_accel_ext.host import open_host\n"
+              "from ray_accel_ext.node.discovery import discover\n"
+              "from ray_accel_ext.node.watcher import spawn_watcher\n"
+              "env = {k: v for k, v in os.environ.items() if k != 'RAY_ACCEL_HEALTH_WATCH'}\n"
+              f"print(spawn_watcher(discover(open_host({str(L4)!r})), env))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    pid = int(out.stdout.strip())
+    end = time.monotonic() + 120
+    while raylet_alive(pid) and time.monotonic() < end:
+        time.sleep(0.1)
+    alive = raylet_alive(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the watcher outlived the process that spawned it, with no raylet"

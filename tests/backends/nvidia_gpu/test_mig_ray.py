@@ -91,5 +91,7 @@ def test_concurrent_instance_holders_see_disjoint_mig_uuids_and_whole_gpus_avoid
         _held_in_a_placement_group({p.id for d in (partly_desc, all_desc) for p in d.partitions})
         partly = cluster.ray_node("partly")["NodeID"]
         whole = ray.get([whole_gpu.remote() for _ in range(2)], timeout=300)
-        assert {(w["node"], w["cuda"]) for w in whole} == {(partly, "0")}
+        # Ray's GPU id 0 reaches the task as the whole GPU's UUID (the node's CUDA_VISIBLE_DEVICES):
+        # a bare "0" would be nvidia-smi's GPU 0, the MIG GPU at 0000:41:00.0.
+        assert {(w["node"], w["cuda"]) for w in whole} == {(partly, partly_desc.devices[0].id)}
         assert {tuple(w["pci"]) for w in whole} == {("0000:c1:00.0",)}
