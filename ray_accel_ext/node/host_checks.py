@@ -25,8 +25,8 @@ _ENTRY_DIRS = ("/sys/bus/pci/devices", "/dev")
 def host_problems(host: Host) -> list[Problem]:
     """What no backend can report, since ``detect()`` never raises: an entry directory that cannot
     be listed, PCI functions that cannot be reached (a directory on their path cannot be searched)
-    and PCI functions whose vendor file is there but unreadable or garbage (a backend skips such a
-    function, so its device would silently not exist)."""
+    and PCI functions whose vendor file is there but whose vendor, device or class id is unreadable
+    or garbage (a backend skips such a function, so its device would silently not exist)."""
     out: list[Problem] = []
     for path in _ENTRY_DIRS:
         try:
@@ -58,12 +58,24 @@ def host_problems(host: Host) -> list[Problem]:
         except HostReadError as exc:
             bad.append(f"{name} ({exc.reason})")
             continue
-        if text is not None and not _HEX_ID.fullmatch(text.strip()):
+        if text is None:
+            continue
+        if not _HEX_ID.fullmatch(text.strip()):
             bad.append(f"{name} (vendor id {text.strip()[:20]!r})")
+            continue
+        # With its vendor there, the function is present: a device or class id that cannot be read
+        # would make the backend skip it (the read is shared with the backends: pci_index).
+        try:
+            index.ids(name)
+        except HostReadError as exc:
+            bad.append(f"{name} ({exc.reason})")
+            continue
+        if not host.exists(f"{real}/class"):
+            bad.append(f"{name} (no class file)")
     if bad:
         out.append(Problem(
             code=FILE_UNREADABLE, backend="host", stage="detect", error="HostReadError",
-            message=f"{len(bad)} PCI function(s) without a readable vendor id ({', '.join(bad[:4])}"
+            message=f"{len(bad)} PCI function(s) without readable ids ({', '.join(bad[:4])}"
                     f"{', ...' if len(bad) > 4 else ''}): devices there are not counted",
         ))
     return out
