@@ -130,7 +130,9 @@ class AMDGPUBackend(AcceleratorBackend):
             ))
 
         links = _links(host, gpus, problems)
-        if not partitioned:
+        # KFD's hive_id 0: the GPU is in no XGMI hive (its links are not in use), which is not a link
+        # that went down; the count is checked only for GPUs of a hive.
+        if not partitioned and all(g.props.get("hive_id") for g in gpus):
             problems.extend(_xgmi_down(devices, links, ident.entry if ident is not None else None))
         fabric = _fabric(host, gpus, problems)
         if HIP not in host.env and ROCR in host.env:
