@@ -138,8 +138,16 @@ def test_state_series_hold_for_over_three_gauge_lifetimes_and_failures_say_why(c
     with pytest.raises(NoDomainAvailable) as timeout:
         reserve_domain("fabric", hosts=2, selector=GB200, deadline_s=3, domain_wait_s=1.5)
     ray.kill(squatter)
-    with pytest.raises(ray.exceptions.GetTimeoutError):
-        reserve(DomainRequest(hosts=2, selector=GB200), registry_timeout_s=0)  # the registry cannot answer in 0 s
+    # The registry cannot answer in 0 s. On a loaded machine its reply can arrive before ray.get
+    # looks (the call is sent first); a reservation that got through that way is given back and
+    # the call made again.
+    for _ in range(20):
+        try:
+            reserve(DomainRequest(hosts=2, selector=GB200), registry_timeout_s=0).release()
+        except ray.exceptions.GetTimeoutError:
+            break
+    else:
+        pytest.fail("the claim registry answered within 0 s twenty times")
     assert (never.value.data["reason_class"], timeout.value.data["reason_class"]) == ("never-fits", "timeout")
 
     # The squatter's GPUs come back when Ray has processed its death; on a loaded machine that can
