@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -77,6 +78,10 @@ def listen(source: ClusterSource, *, host: str, port: int, **options) -> Dashboa
 
 def serve(server: DashboardServer, *, refresh_s: float, prefix: str = "ray-accel dashboard") -> int:
     """Serve until Ctrl-C; say in the terminal when the cluster cannot be read, and when it can again."""
+    # Started with SIGINT ignored (a background job of a shell without job control, nohup), Python
+    # installs no KeyboardInterrupt handler (docs.python.org/3/library/signal.html): Ctrl-C must
+    # still stop the server (and the demo's cluster).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with server:
         hint = " (open it once with ?token=... to set the cookie)" if server.token else ""
         print(f"{prefix}: {server.url}{hint} (Ctrl-C to stop)", flush=True)
