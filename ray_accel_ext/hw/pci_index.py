@@ -13,19 +13,21 @@ its bus, devfn, vendor and device (kernel ``drivers/pci/proc.c`` ``show_device``
 domain). A function whose (bus, devfn) no line gives one of the vendors is skipped without a read,
 and the host checks (``node/discovery.py``) read no vendor file at all. The file is trusted only
 while every line has its shape and it lists exactly as many functions as sysfs does; a stale or
-partial one (a hand-built snapshot, a recording of another moment) is ignored and every
-function's vendor is read, as before.
+partial one (a hand-built snapshot, a recording of another moment) is ignored: then each
+function's vendor file alone is read, once for every backend and the host checks, and its device
+and class only where a backend asked for that vendor.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections.abc import Iterable
 
 from ..errors import HostReadError
 from ..host import Host
-from .pci import list_functions, read_ids
+from .pci import PCI_DEVICES, list_functions, parse_hex_id, read_ids
 
 __all__ = ["PROC_PCI_DEVICES", "PciIndex", "pci_index", "functions_of"]
 
@@ -49,6 +51,7 @@ class PciIndex:
         self._ids: dict[str, tuple[str, str, str] | HostReadError] = {}
         self._proc: str | None | bool = False  # False: not read yet
         self._vendor_slots: dict[str, frozenset[str]] = {}
+        self.asked: set[str] = set()  # the vendors functions_of was asked for, in this process
 
     def addresses(self) -> list[str]:
         """Every function's address (:func:`~.pci.list_functions`); raises its HostReadError."""
@@ -100,21 +103,59 @@ class PciIndex:
         with self._lock:
             found = self._vendor_slots.get(vendor)
             if found is None:
-                rows = re.findall(rf"^([0-9a-f]{{2}})([0-9a-f]{{2}})\t{re.escape(vendor[2:].zfill(4))}", self._proc, re.M)
-                found = frozenset(f"{bus}:{int(devfn, 16) >> 3:02x}.{int(devfn, 16) & 7}" for bus, devfn in rows)
-                self._vendor_slots[vendor] = found
+                # Each line is "BBDF\tVVVVDDDD\t...": the vendor's tab-prefixed id found where a line
+                # starts four characters before it; only its own lines cost a step.
+                text, key, slots = self._proc, f"\t{vendor[2:].zfill(4)}", set()
+                at = text.find(key)
+                while at != -1:
+                    if at == 4 or (at > 4 and text[at - 5] == "\n"):
+                        devfn = int(text[at - 2:at], 16)
+                        slots.add(f"{text[at - 4:at - 2]}:{devfn >> 3:02x}.{devfn & 7}")
+                    at = text.find(key, at + 1)
+                found = self._vendor_slots[vendor] = frozenset(slots)
             return found
 
     def functions_of(self, vendors: Iterable[str]) -> list[str]:
         """The addresses that may be functions of ``vendors`` (``0x10de`` ...), bus order; the
         caller still reads their ids (:meth:`ids`), so a candidate of another vendor is harmless."""
         addresses = self.addresses()
+        wanted = {v.lower() for v in vendors}
+        self.asked |= wanted
         if self.summary() is None:
-            return list(addresses)
+            return [a for a in addresses if self._vendor_may_be(a, wanted)]
         slots: set[str] = set()
-        for vendor in vendors:
-            slots |= self._slots(vendor.lower())
-        return [a for a in addresses if a[5:] in slots]
+        for vendor in wanted:
+            slots |= self._slots(vendor)
+        # Each (bus, devfn) looked up in every PCI domain of the sorted listing: the cost follows
+        # the vendor's functions, not the host's thousands of others.
+        found = []
+        for domain in self._domains(addresses) if slots else ():
+            for slot in slots:
+                address = f"{domain}:{slot}"
+                at = bisect.bisect_left(addresses, address)
+                if at < len(addresses) and addresses[at] == address:
+                    found.append(address)
+        return sorted(found)
+
+    @staticmethod
+    def _domains(addresses: list[str]) -> list[str]:
+        """The PCI domains of a sorted listing, one bisection each."""
+        domains, at = [], 0
+        while at < len(addresses):
+            domains.append(addresses[at][:4])
+            at = bisect.bisect_left(addresses, f"{domains[-1]};", at)  # ";" sorts right after ":"
+        return domains
+
+    def _vendor_may_be(self, address: str, vendors: set[str]) -> bool:
+        """Without the summary: the function's vendor file alone (read once for every backend,
+        the read the host checks share), so its device and class are read only for the vendors
+        asked for. A function whose vendor cannot be read stays a candidate: its reader reports it."""
+        path = f"{PCI_DEVICES}/{address}/vendor"
+        try:
+            text = self._host.read_optional(path)
+            return text is None or parse_hex_id(text, path) in vendors
+        except HostReadError:
+            return True
 
 
 def pci_index(host: Host) -> PciIndex:

@@ -19,7 +19,7 @@ __all__ = ["host_problems", "access_problems", "sku_file_problems"]
 _HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,6}")
 # Directories the backends' detect() start from. detect() never raises, so one that exists but
 # cannot be listed (mode 000, a symlink loop) would read as "no accelerators, ok"; it is reported.
-_ENTRY_DIRS = ("/sys/bus/pci/devices", "/dev")
+_ENTRY_DIRS = (PCI_DEVICES, "/dev")
 
 
 def host_problems(host: Host) -> list[Problem]:
@@ -28,17 +28,17 @@ def host_problems(host: Host) -> list[Problem]:
     and PCI functions whose vendor file is there but whose vendor, device or class id is unreadable
     or garbage (a backend skips such a function, so its device would silently not exist)."""
     out: list[Problem] = []
+    index = pci_index(host)
+    names: list[str] = []
     for path in _ENTRY_DIRS:
         try:
-            host.listdir(path)
+            if path == PCI_DEVICES:
+                names = index.addresses()  # the backends' listing, not a second one
+            else:
+                host.listdir(path)
         except HostReadError as exc:
             out.append(Problem.of(exc, str(exc), backend="host", stage="detect", error=type(exc).__name__))
     bad: list[str] = []
-    index = pci_index(host)
-    try:
-        names = index.addresses()
-    except HostReadError:
-        names = []
     if index.summary() is not None:
         names = []  # the kernel's summary says whose each function is: a backend reads its own
     for name in names:
@@ -54,7 +54,7 @@ def host_problems(host: Host) -> list[Problem]:
         if not host.exists(real):
             continue
         try:
-            text = host.read_optional(f"{real}/vendor", max_bytes=64)
+            text = host.read_optional(f"{entry}/vendor")  # the path the backends read: one read
         except HostReadError as exc:
             bad.append(f"{name} ({exc.reason})")
             continue
@@ -63,6 +63,8 @@ def host_problems(host: Host) -> list[Problem]:
         if not _HEX_ID.fullmatch(text.strip()):
             bad.append(f"{name} (vendor id {text.strip()[:20]!r})")
             continue
+        if text.strip().lower() not in index.asked:
+            continue  # no backend here reads this vendor's functions (the backends ran first: discovery._start)
         # With its vendor there, the function is present: a device or class id that cannot be read
         # would make the backend skip it (the read is shared with the backends: pci_index).
         try:

@@ -18,6 +18,8 @@ import shutil
 
 import pytest
 
+from ray_accel_ext.host import open_host
+from ray_accel_ext.hw.pci_index import functions_of
 from ray_accel_ext.tools.cli import main
 from tests.support.paths import HOSTS
 
@@ -80,3 +82,56 @@ def test_a_summary_that_disagrees_with_sysfs_is_ignored(host, capsys):
     out = _discover(snap, capsys)
     assert len(out["descriptions"][0]["devices"]) == 8
     assert any(f"{EXTRA} PCI function(s) without readable ids" in p["message"] for p in out["problems"])
+
+
+def _device_unreadable(sysfs, address: str) -> None:
+    (sysfs / address / "device").unlink()
+    (sysfs / address / "device").mkdir()  # a directory where the id file should be: unreadable
+
+
+def test_without_the_summary_only_the_vendors_asked_for_have_their_device_read(host, capsys):
+    """Each function's vendor file alone is read; device and class only for a vendor a backend
+    asked for, so an NVMe function with an unreadable device id costs nothing and says nothing,
+    while an NVIDIA GPU with one is reported (its backend would skip it)."""
+    snap, _, _ = host
+    (snap / "rootfs" / "proc" / "bus" / "pci" / "devices").unlink()
+    sysfs = snap / "rootfs" / "sys" / "bus" / "pci" / "devices"
+    for name in sorted(os.listdir(sysfs)):
+        if name.startswith("0000:e"):
+            (sysfs / name / "vendor").write_text("0x144d\n")
+    _device_unreadable(sysfs, "0000:e0:00.0")
+    out = _discover(snap, capsys)
+    assert len(out["descriptions"][0]["devices"]) == 8
+    assert out["problems"] == [], "an unreadable id of a vendor no backend reads is no problem"
+
+    gpu = out["descriptions"][0]["devices"][0]["pci_address"]
+    _device_unreadable(sysfs, gpu)
+    out = _discover(snap, capsys)
+    assert len(out["descriptions"][0]["devices"]) == 7
+    unreadable = [p for p in out["problems"] if p["code"] == "file-unreadable"]
+    assert len(unreadable) == 1 and gpu in unreadable[0]["message"]
+    assert "0000:e0:00.0" not in unreadable[0]["message"]
+
+
+def test_a_vendors_slot_is_looked_up_in_every_pci_domain(host, capsys):
+    """The summary has no PCI domain: a GPU's (bus, devfn) is looked for in each domain the listing
+    has. An NVMe at a GPU's (bus, devfn) in another domain is a candidate whose ids are read (it is
+    no GPU), a GPU function in a second domain is one too."""
+    snap, write_summary, _ = host
+    sysfs = snap / "rootfs" / "sys" / "bus" / "pci" / "devices"
+    gpus = [n for n in sorted(os.listdir(sysfs)) if (sysfs / n / "vendor").read_text().strip() == "0x10de"]
+    twin, second = f"0002{gpus[0][4:]}", f"0001{gpus[0][4:8]}1f.0"
+    for address, vendor in ((twin, "0x144d"), (second, "0x10de")):
+        dev = snap / "rootfs" / "sys" / "devices" / f"pci{address[:4]}:00" / address
+        dev.mkdir(parents=True)
+        for name, value in {"vendor": vendor, "device": "0xa80a", "class": "0x010802", "numa_node": "0"}.items():
+            (dev / name).write_text(value + "\n")
+        os.symlink(os.path.relpath(dev, sysfs), sysfs / address)
+    write_summary(_summary_rows(sysfs))
+    candidates = functions_of(open_host(snap), ["0x10de"])
+    assert candidates == sorted(candidates)
+    assert set(gpus) | {twin, second} <= set(candidates)
+    assert not any(c.startswith("0000:e") for c in candidates), "NVMe slots of no NVIDIA line are not candidates"
+    out = _discover(snap, capsys)
+    assert len(out["descriptions"][0]["devices"]) == 8  # neither extra function is a GPU NVML lists
+    assert {twin, second}.isdisjoint(d["pci_address"] for d in out["descriptions"][0]["devices"])
