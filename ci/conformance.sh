@@ -15,8 +15,12 @@ OUT="$(cd "${ARTIFACTS:-artifacts}/conformance" && pwd)"
 : > "$OUT/summary.txt"
 export PATH="$VENV/bin:$PATH"
 
-echo "== pip install tests/downstream/ray_accel_ext_acme into $VENV"
-"$PY" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_acme || exit 2
+# Installed once (ci/test.sh does it before its lanes): reinstalling rewrites its metadata while the
+# other lane's tests scan entry points.
+if ! "$PY" -c 'import importlib.metadata as m; m.distribution("ray-accel-ext-acme")' 2>/dev/null; then
+  echo "== pip install tests/downstream/ray_accel_ext_acme into $VENV"
+  "$PY" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_acme || exit 2
+fi
 
 status=0
 suite() {  # suite LABEL BACKEND SNAPSHOTS [XFAILS]

@@ -78,7 +78,29 @@ def _needs_ray(item: pytest.Item) -> bool:
     return any(f is not None and _imports_ray(inspect.unwrap(f)) for f in funcs)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--lane", choices=("ray", "rest"), default=None,
+        help="ray: only the modules with a test marked ray (they start Ray); rest: every other module. "
+             "ci/test.sh runs the two side by side; a module stays whole, so its fixtures and "
+             "artifacts/reliability/<module>.json are one process's.",
+    )
+
+
+def _select_lane(config: pytest.Config, items: list[pytest.Item]) -> None:
+    lane = config.getoption("--lane")
+    if lane is None:
+        return
+    ray_modules = {item.path for item in items if item.get_closest_marker("ray")}
+    keep = [item for item in items if (item.path in ray_modules) == (lane == "ray")]
+    if len(keep) != len(items):
+        kept = set(map(id, keep))
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+        items[:] = keep
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _select_lane(config, items)
     if HAVE_RAY:
         return
     skip = pytest.mark.skip(reason="needs Ray, which is not installed")
