@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from ray_accel_ext.host import open_host
 from ray_accel_ext.node.discovery import discover
 from ray_accel_ext.tools.cli import main
 from tests.support.paths import HOSTS
+from tests.support.reliability import without_dac_override
 
 SOURCE = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
 GPU0 = "rootfs/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0"
@@ -107,12 +110,30 @@ def test_damage_gives_degraded_node_naming_the_file(snap, capsys, caplog, damage
     assert path in log, log
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
 def test_unreadable_file_is_named(snap, capsys, caplog):
+    """As root (CI) the command runs without CAP_DAC_OVERRIDE, so the file's mode applies to it too."""
     (snap / GPU0 / "local_cpulist").chmod(0)
-    spec, log = ray_args(capsys, caplog, snap)
-    assert spec["labels"]["rayaccel.io/discovery"] == "degraded"
-    assert "/sys/bus/pci/devices/0000:1a:00.0/local_cpulist: permission denied" in log
+    named = "/sys/bus/pci/devices/0000:1a:00.0/local_cpulist: permission denied"
+    if os.geteuid() != 0:
+        spec, log = ray_args(capsys, caplog, snap)
+        assert spec["labels"]["rayaccel.io/discovery"] == "degraded"
+        assert named in log
+        return
+    prefix = without_dac_override()
+    if prefix is None:
+        pytest.skip("running as root without setpriv: root reads files whatever their mode")
+    cli = [*prefix, sys.executable, "-m", "ray_accel_ext.tools.cli"]
+    for command in ("ray-args", "discover"):  # the labels, then the coded problem that explains them
+        proc = subprocess.run([*cli, command, "--root", str(snap), "--format", "json"], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        if command == "ray-args":
+            assert out["labels"]["rayaccel.io/discovery"] == "degraded"
+            assert out["resources"]["GPU"] == 8
+        else:
+            (gpus,) = out["descriptions"]
+            assert [(p["code"], p["message"].startswith(named)) for p in gpus["problems"]] == [("file-unreadable", True)]
 
 
 def test_whole_pci_directory_missing_is_no_gpu_not_an_error(snap, capsys, caplog):
