@@ -2,7 +2,8 @@
 running one finishes); a recorded application Xid does not; the metric and the dashboard name
 the device. Nodes are started from snapshots with ``ray start`` through the hook, which spawns
 each node's watcher (nobody runs ``ray-accel health start``); the watchers replay the recorded
-streams (``libraries/device_events.json``) and exit when their node's raylet stops."""
+streams (``libraries/device_events.json``) once the test's work runs (``REPLAY_GATE_ENV``) and
+exit when their node's raylet stops."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ ray = pytest.importorskip("ray")
 
 from ray_accel_ext.cluster.collect import gather  # noqa: E402
 from ray_accel_ext.cluster.dashboard.document import build_document  # noqa: E402
+from ray_accel_ext.cluster.device_watch import REPLAY_GATE_ENV  # noqa: E402
 from ray_accel_ext.cluster.health import registry_marks  # noqa: E402
 from ray_accel_ext.cluster.nodes import alive_nodes  # noqa: E402
 from ray_accel_ext.cluster.state import state_series  # noqa: E402
@@ -78,17 +80,23 @@ def _gone(pid: int, limit_s: float = 120.0) -> bool:
     return False
 
 
-def test_fatal_xid_drains_its_node_and_application_xid_does_not():
+def test_fatal_xid_drains_its_node_and_application_xid_does_not(tmp_path):
+    # The watchers replay their streams once this file exists: a drained node with nothing running
+    # leaves the cluster, so the gated task must run on it before the fault happens.
+    replay = tmp_path / "replay"
+    env = {**WATCH, REPLAY_GATE_ENV: str(replay)}
     with SimulatedCluster() as cluster:
         cluster.add_node(NV / "no-accelerators", name="head", num_cpus=1)
-        cluster.add_node(NV / "l4-xid-fatal", name="bad", num_cpus=1, env=WATCH)
-        cluster.add_node(NV / "l4-xid-application", name="good", num_cpus=1, env=WATCH)
+        cluster.add_node(NV / "l4-xid-fatal", name="bad", num_cpus=1, env=env)
+        cluster.add_node(NV / "l4-xid-application", name="good", num_cpus=1, env=env)
         cluster.connect()
         bad, good = cluster.ray_node("bad")["NodeID"], cluster.ray_node("good")["NodeID"]
         on_bad = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(bad, soft=False)
         gate = Gate.remote()
         running = gpu_task.options(scheduling_strategy=on_bad).remote(gate)
         ray.get(gate.wait_started.remote(), timeout=300)
+        assert not registry_marks().get(bad, {}).get("drained"), "no fault before the replay"
+        replay.touch()
 
         mark = _wait_for_mark(bad, lambda m: m.get("drained"))
         good_mark = _wait_for_mark(good, lambda m: m.get("device_events"))
