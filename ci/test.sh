@@ -30,7 +30,7 @@ failed=()
 #  - in the foreground, the modules that start Ray (pytest --lane ray, tests/conftest.py);
 #  - in the background, every other module (--lane rest), then the conformance suite, the package
 #    demo and the oldest Ray's integration tests. Its set-up legs (the oldest-Ray virtualenv; the
-#    package build, check and install) start with it at low priority.
+#    package build, check and install) run at low priority during the conformance suite.
 # Each background leg writes artifacts/logs/<leg>.log and one status line; the logs are printed in
 # order once both lanes are done.
 status="$(mktemp)"
@@ -45,12 +45,14 @@ logged() {  # logged NAME LOG COMMAND...: run one background leg into LOG, note 
 }
 
 background_lane() {
-  nice -n 10 bash ci/ray_matrix.sh --setup-only >artifacts/logs/ray-oldest-setup.log 2>&1 &
-  local oldest_setup=$!
-  nice -n 10 bash ci/package.sh build "$pkg" >artifacts/logs/package-build.log 2>&1 &
-  local package_build=$!
   logged "pytest, the modules that start no Ray" artifacts/logs/pytest-rest.log \
     python -m pytest tests --lane rest -q -p no:cacheprovider --durations=10 --junitxml=artifacts/junit-rest.xml "$@"
+  # Installs only, at low priority, during the conformance suite (not earlier: the Ray lane starts
+  # its largest simulated clusters in its first minutes).
+  low_priority bash ci/ray_matrix.sh --setup-only >artifacts/logs/ray-oldest-setup.log 2>&1 &
+  local oldest_setup=$!
+  low_priority bash ci/package.sh build "$pkg" >artifacts/logs/package-build.log 2>&1 &
+  local package_build=$!
   if [ -x ci/conformance.sh ]; then
     logged "conformance suite" artifacts/logs/conformance.log bash ci/conformance.sh
   fi
@@ -63,6 +65,10 @@ background_lane() {
   echo "$rc oldest-Ray set-up|artifacts/logs/ray-oldest-setup.log" >>"$status"
   [ "$rc" = 0 ] && logged "Ray-version matrix: the oldest supported Ray" artifacts/logs/ray-oldest.log bash ci/ray_matrix.sh
   return 0
+}
+
+low_priority() {  # low_priority COMMAND...: nice, and idle I/O class where ionice exists
+  if command -v ionice >/dev/null 2>&1; then nice -n 10 ionice -c 3 "$@"; else nice -n 10 "$@"; fi
 }
 
 leg() {  # leg NAME COMMAND...: run one leg, remember it if it fails

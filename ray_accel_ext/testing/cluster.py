@@ -62,6 +62,8 @@ def with_this_package(env: Mapping[str, str]) -> dict[str, str]:
 
 
 PORT_ATTEMPTS = 4
+#: worker nodes started at once by :meth:`SimulatedCluster.add_nodes`
+PARALLEL_STARTS = 3
 
 
 def _ray_executable() -> str:
@@ -212,19 +214,24 @@ class SimulatedCluster:
             self.port = free_port()
         self._launch(node, head, num_cpus, extra_args)
 
+    def _poll_start(self, node: SimNode, deadline: float) -> float | None:
+        """None once ``node`` is up; else the deadline to keep waiting to (a new one after a
+        retryable failure, started again at once). Raises when it failed for good or ran out."""
+        if _READY_MARK in node.log():
+            return None
+        if node.process is not None and node.process.poll() is not None:
+            log = node.log()
+            if _retryable(log) and node.extra.get("attempt", 0) + 1 < PORT_ATTEMPTS:
+                self._relaunch(node)
+                return time.monotonic() + _START_TIMEOUT_S
+            raise RuntimeError(f"ray start for node {node.name!r} exited with {node.process.returncode}:\n{log[-4000:]}")
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"node {node.name!r} not up within {_START_TIMEOUT_S:.0f}s:\n{node.log()[-4000:]}")
+        return deadline
+
     def _wait_ready(self, node: SimNode, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if _READY_MARK in node.log():
-                return
-            if node.process is not None and node.process.poll() is not None:
-                log = node.log()
-                if _retryable(log) and node.extra.get("attempt", 0) + 1 < PORT_ATTEMPTS:
-                    self._relaunch(node)
-                    deadline = max(deadline, time.monotonic() + _START_TIMEOUT_S)
-                    continue
-                raise RuntimeError(f"ray start for node {node.name!r} exited with {node.process.returncode}:\n{log[-4000:]}")
+        while (deadline := self._poll_start(node, deadline)) is not None:
             time.sleep(0.1)
-        raise TimeoutError(f"node {node.name!r} not up within {_START_TIMEOUT_S:.0f}s:\n{node.log()[-4000:]}")
 
     def add_node(
         self,
@@ -239,27 +246,37 @@ class SimulatedCluster:
         return self.add_nodes([(snapshot, {"name": name, "num_cpus": num_cpus, "env": env, "extra_args": extra_args})])[0]
 
     def add_nodes(self, specs: Iterable[tuple[Any, Mapping[str, Any]]]) -> list[SimNode]:
-        """Start several nodes at once (in parallel; a head first if there is none yet)."""
+        """Start several nodes (a head first if there is none yet), at most ``PARALLEL_STARTS`` at
+        a time: more at once on a small machine overloads the head's GCS, whose registration
+        deadline then ends node starts ("The current node timed out during startup"). Every
+        starting node is watched together, so one that failed in a way worth retrying is started
+        again at once, with a deadline of its own."""
         started: list[SimNode] = []
-        pending: list[SimNode] = []
+        queued: list[tuple[SimNode, Mapping[str, Any]]] = []
         for snapshot, opts in specs:
             opts = dict(opts)
             head = not self.nodes
             node = self._prepare(snapshot, opts.get("name"), opts.get("env"))
             self.nodes.append(node)
-            self._launch(node, head, opts.get("num_cpus") or 1, opts.get("extra_args") or ())
             if head:
+                self._launch(node, True, opts.get("num_cpus") or 1, opts.get("extra_args") or ())
                 self._wait_ready(node, time.monotonic() + _START_TIMEOUT_S)
                 started.append(node)
             else:
-                pending.append(node)
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        for node in pending:
-            self._wait_ready(node, deadline)
-            started.append(node)
+                queued.append((node, opts))
+        order = [node for node, _ in queued]
+        starting: list[tuple[SimNode, float]] = []
+        while queued or starting:
+            while queued and len(starting) < PARALLEL_STARTS:
+                node, opts = queued.pop(0)
+                self._launch(node, False, opts.get("num_cpus") or 1, opts.get("extra_args") or ())
+                starting.append((node, time.monotonic() + _START_TIMEOUT_S))
+            starting = [(node, left) for node, deadline in starting
+                        if (left := self._poll_start(node, deadline)) is not None]
+            time.sleep(0.1)
         if self._connected:
             self._resolve_node_ids()
-        return started
+        return started + order
 
     def connect(self, **init_kwargs: Any):
         """``ray.init`` this process into the cluster (auth token set for the driver)."""
