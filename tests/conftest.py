@@ -82,7 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--lane", choices=("ray", "rest"), default=None,
         help="ray: only the modules with a test marked ray (they start Ray); rest: every other module. "
-             "ci/test.sh runs the two side by side; a module stays whole, so its fixtures and "
+             "for running the two side by side; a module stays whole, so its fixtures and "
              "artifacts/reliability/<module>.json are one process's.",
     )
 
