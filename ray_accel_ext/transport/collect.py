@@ -82,11 +82,12 @@ def facts_of(reservations: Sequence[Any], *, probe_timeout_s: float = 60.0) -> l
             descriptions: tuple = ()
             hostname = node.get("NodeManagerHostname")
             ifname = None
+            error = probe if isinstance(probe, str) else None
             if isinstance(probe, Mapping):
                 try:
                     descriptions = NodeInventory.from_dict(probe["inventory"]).descriptions
-                except Exception:  # noqa: BLE001 - an unreadable description: plan from labels
-                    descriptions = ()
+                except Exception as exc:  # noqa: BLE001 - an unreadable description: plan from labels
+                    descriptions, error = (), f"unreadable description: {type(exc).__name__}"
                 hostname = probe.get("hostname") or hostname
                 ifname = probe.get("socket_ifname")
             hosts.append(HostFacts(
@@ -98,6 +99,7 @@ def facts_of(reservations: Sequence[Any], *, probe_timeout_s: float = 60.0) -> l
                 hostname=hostname,
                 socket_ifname=ifname,
                 reserved=reserved_resources(bundles),
+                probe_error=error,
             ))
         domains.append(ReservedDomain(domain=r.domain, hosts=tuple(hosts), label_key=r.choice.key))
     return domains

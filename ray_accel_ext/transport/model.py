@@ -47,6 +47,8 @@ class HostFacts:
         socket_ifname: the network interface that holds ``address``, measured on the node.
         reserved: resources the reservation holds on this host (the sum of its bundles there);
             None means the whole host.
+        probe_error: why the node's description could not be read (its probe failed or timed
+            out), for the plan's warning; None when it was read or never asked for.
     """
 
     node_id: str
@@ -57,6 +59,7 @@ class HostFacts:
     hostname: str | None = None
     socket_ifname: str | None = None
     reserved: Mapping[str, float] | None = None
+    probe_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ class HostView(NamedTuple):
     interconnect: str
     fabric_kind: str
     fabric_id: str
-    fabric_worker: int
+    fabric_worker: int | None
     fabric_hosts: int
     devices: tuple[Device, ...]
     units: tuple[int, ...]
@@ -103,6 +106,7 @@ class HostView(NamedTuple):
     cpu_link: str = ""  # "c2c" where the devices reach their CPU over NVLink-C2C (Grace)
     process_index: int = 0  # this node's TPU process on its host (GKE TPU7x container), else 0
     processes_per_host: int = 1
+    probe_error: str | None = None  # why ``described`` is False, when a probe said
 
     def devices_of(self, units: Sequence[int]) -> tuple[Device, ...]:
         """The devices that hold ``units``, in first-seen order (empty when not described)."""
@@ -140,7 +144,7 @@ class HostPlan(NamedTuple):
     address: str
     hostname: str
     domain: int
-    fabric_worker: int
+    fabric_worker: int | None
     first_rank: int
     ranks: int
     libraries: tuple[str, ...]

@@ -66,9 +66,11 @@ def device_order(devices: Sequence[Device], links: Sequence[Link]) -> list[int]:
     return order
 
 
-def host_sort_key(worker: int, hostname: str, node_id: str) -> tuple[int, str, str]:
-    """Hosts of one domain: by fabric worker index, then hostname, then node id."""
-    return (worker, hostname, node_id)
+def host_sort_key(worker: int | None, hostname: str, node_id: str) -> tuple[bool, int, str, str]:
+    """Hosts of one domain: by fabric worker index, then hostname, then node id. A host whose index
+    the hardware does not give (``None``: a GB200 tray without NVML platform info) comes after the
+    indexed ones, so one domain may mix hosts seen through their description and through labels."""
+    return (worker is None, worker or 0, hostname, node_id)
 
 
 def unit_ranges(units: Sequence[int]) -> str:
@@ -76,6 +78,7 @@ def unit_ranges(units: Sequence[int]) -> str:
     return format_cpulist(units)
 
 
-def labels_int(labels: Mapping[str, str], key: str, default: int) -> int:
+def labels_int(labels: Mapping[str, str], key: str, default: int | None) -> int | None:
+    """Label ``key`` as a non-negative integer, ``default`` when absent or not one."""
     text = str(labels.get(key, ""))
     return int(text) if text.isdigit() else default

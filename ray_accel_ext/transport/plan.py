@@ -275,7 +275,8 @@ def _plan_ranks(layout, ctx: PlanContext, warnings: list[str]) -> tuple[list[Ran
         hosts.append(HostPlan(host_index, view.node_id, view.address, view.hostname, domain, view.fabric_worker,
                               len(ranks), len(groups), used))
         if not view.described and view.resource:
-            warnings.append(f"host {view.hostname}: no node description, per-device NIC pairing not planned")
+            why = f" ({view.probe_error})" if view.probe_error else ""
+            warnings.append(f"host {view.hostname}: no node description{why}, per-device NIC pairing not planned")
         for local, units in enumerate(groups):
             # Hosts of one SKU with equal host-wide variables share one env dict per unit group.
             key = (base_key, units)

@@ -144,7 +144,7 @@ def view_of(facts: HostFacts, cache: dict | None = None) -> HostView:
         vendor, backend, interconnect = desc.sku.vendor, desc.backend, desc.interconnect
         kind = fabric.kind if fabric else "host"
         fabric_id = fabric.id if fabric else labels.get(FABRIC_DOMAIN, facts.node_id)
-        worker = fabric.worker if fabric else labels_int(labels, FABRIC_WORKER, 0)
+        worker = fabric.worker if fabric else labels_int(labels, FABRIC_WORKER, None)
         fabric_hosts = fabric.hosts if fabric else labels_int(labels, FABRIC_HOSTS, 1)
         devices, nics = desc.devices, {nic.name: nic for nic in desc.nics}
         cpu_link = cpu_link_of(desc)
@@ -158,7 +158,7 @@ def view_of(facts: HostFacts, cache: dict | None = None) -> HostView:
         interconnect = labels.get(INTERCONNECT, "pcie")
         kind = "tpu-slice" if labels.get(TPU_SLICE) else ("nvlink-domain" if labels.get(GPU_DOMAIN) else "host")
         fabric_id = labels.get(FABRIC_DOMAIN, facts.node_id)
-        worker = labels_int(labels, FABRIC_WORKER, 0)
+        worker = labels_int(labels, FABRIC_WORKER, None)
         fabric_hosts = labels_int(labels, FABRIC_HOSTS, 1)
         devices, nics, nic_kinds = (), {}, frozenset()
         cache = {} if cache is None else cache
@@ -193,6 +193,7 @@ def view_of(facts: HostFacts, cache: dict | None = None) -> HostView:
         cpu_link=cpu_link,
         process_index=process_index,
         processes_per_host=per_host,
+        probe_error=facts.probe_error,
     )
 
 

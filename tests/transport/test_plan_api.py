@@ -110,3 +110,21 @@ def test_applying_a_plan_outside_a_ray_worker_is_a_clear_error():
     with pytest.raises(RuntimeTopologyError, match="inside a Ray task or actor"):
         apply_plan(plan, environ=env)
     assert env == {}
+
+
+def test_a_domain_may_mix_hosts_with_and_without_a_worker_index():
+    """A GB200 tray without NVML platform info has no worker index (its description says ``None``),
+    and a tray whose description did not arrive in time is planned from its labels, which carry none
+    either: one domain of both plans, indexed hosts first (seen on a loaded cluster, where one
+    tray's description probe timed out)."""
+    described, bare, indexed = domain("nvidia_gpu/gb200-nvl72-tray", 3).hosts
+    unindexed = tuple(dataclasses.replace(d, fabric=dataclasses.replace(d.fabric, worker=None))
+                      for d in described.descriptions)
+    labels = {k: v for k, v in bare.labels.items() if k != "rayaccel.io/fabric-worker"}
+    hosts = (dataclasses.replace(described, descriptions=unindexed),
+             dataclasses.replace(bare, descriptions=(), labels=labels, probe_error="GetTimeoutError: 60 s"), indexed)
+    plan = plan_transport([ReservedDomain("d0", hosts)])
+    assert [(h.hostname, h.fabric_worker) for h in plan.hosts] == [("d0-host2", 2), ("d0-host0", None), ("d0-host1", None)]
+    assert plan.world_size == 12 and [r.rank for r in plan.ranks_on("d0-n2")] == [0, 1, 2, 3]
+    assert plan.warnings == ("host d0-host1: no node description (GetTimeoutError: 60 s), "
+                             "per-device NIC pairing not planned",)
