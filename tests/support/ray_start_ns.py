@@ -58,7 +58,10 @@ def run(snapshot: str | os.PathLike[str], *, hook: bool = True, hang: bool = Fal
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"namespace run failed ({out.returncode}): {out.stderr[-3000:]}")
-    return json.loads(lines[-1])
+    result = json.loads(lines[-1])
+    # Removed from out here, where the namespace's mounts (its /dev bound under it) are gone.
+    shutil.rmtree(result.pop("work"), ignore_errors=True)
+    return result
 
 
 # -- inside the namespaces --------------------------------------------------------------------
@@ -135,7 +138,7 @@ def _inside(snapshot: Path, hook: bool, hang: bool, wait_s: float) -> dict[str, 
     node = _node(temp, env, port) if returncode == 0 else None
     server.stop()
     return {"returncode": returncode, "seconds": round(seconds, 3), "requests": requests, "node": node,
-            "log": log.read_text(errors="replace")[-4000:]}
+            "log": log.read_text(errors="replace")[-4000:], "work": str(work)}
 
 
 def main(argv: list[str] | None = None) -> int:
