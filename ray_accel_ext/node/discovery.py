@@ -46,7 +46,7 @@ from ..problems import (
 from ..redact import redact
 from .answers import LabelBudget, bounded, check_counts, declaration_problems
 from .checks import description_problems
-from .envelope import STAGGER_S, join_ends
+from .envelope import CHECKS_MARGIN_S, STAGGER_S, join_ends
 from .host_checks import access_problems, host_problems, sku_file_problems
 from .isolate import Worker, can_fork, isolation_mode
 from .registry import BackendInfo, BackendSpec, construct_error, import_backend_class, problem_message, scan_backends
@@ -201,8 +201,16 @@ def discover_node(host: Host | None = None, *, backends: Sequence[AcceleratorBac
     _start(tasks, host)
     host_found: list[Problem] = []
 
+    def backends_done() -> set[str]:
+        """Waits for the backends, up to just before the budget's end; the PCI vendors their
+        workers read."""
+        end = host.deadline.end - CHECKS_MARGIN_S
+        for task in tasks:
+            task.thread.join(max(0.0, end - time.monotonic()))
+        return {v for task in tasks if isinstance(task, _Isolated) for v in task.worker.pci_vendors}
+
     def check_host() -> None:
-        host_found.extend(host_problems(host))
+        host_found.extend(host_problems(host, backends_done))
         host_found.extend(sku_file_problems())  # may read extra SKU files: on this thread too
 
     checker = threading.Thread(target=check_host, name="ray-accel-host-checks", daemon=True)

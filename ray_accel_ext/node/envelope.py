@@ -20,6 +20,7 @@ from ..host.protocol import Deadline
 __all__ = [
     "STAGGER_S",
     "JOIN_GRACE_S",
+    "CHECKS_MARGIN_S",
     "WORKER_GRACE_S",
     "HOOK_GRACE_S",
     "START_SLACK_S",
@@ -35,6 +36,9 @@ __all__ = [
 STAGGER_S = 0.25
 #: grace past the budget for threads that are about to finish; the budget itself is the bound
 JOIN_GRACE_S = 0.05
+#: the host checks stop waiting for the backends this long before the budget's end, so the id reads
+#: that wait was for end within the budget (node/host_checks.py)
+CHECKS_MARGIN_S = 0.1
 #: a worker process is killed by its supervising thread at the deadline; killing and reaping take
 #: a few milliseconds, more on a loaded machine
 WORKER_GRACE_S = 0.25

@@ -6,6 +6,7 @@ unreadable, directories or special files the backends met, and extra SKU files t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 from ..errors import HostReadError
 from ..host import Host
@@ -22,11 +23,16 @@ _HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,6}")
 _ENTRY_DIRS = (PCI_DEVICES, "/dev")
 
 
-def host_problems(host: Host) -> list[Problem]:
+def host_problems(host: Host, backends_done: Callable[[], Iterable[str]] | None = None) -> list[Problem]:
     """What no backend can report, since ``detect()`` never raises: an entry directory that cannot
     be listed, PCI functions that cannot be reached (a directory on their path cannot be searched)
     and PCI functions whose vendor file is there but whose vendor, device or class id is unreadable
-    or garbage (a backend skips such a function, so its device would silently not exist)."""
+    or garbage (a backend skips such a function, so its device would silently not exist).
+
+    Device and class ids are checked only for the vendors some backend read functions of: those
+    asked in this process (:attr:`~ray_accel_ext.hw.pci_index.PciIndex.asked`) and those
+    ``backends_done`` returns once it has waited for the backends (the vendors their worker
+    processes asked for), so the answer does not depend on which thread ran first."""
     out: list[Problem] = []
     index = pci_index(host)
     names: list[str] = []
@@ -39,6 +45,7 @@ def host_problems(host: Host) -> list[Problem]:
         except HostReadError as exc:
             out.append(Problem.of(exc, str(exc), backend="host", stage="detect", error=type(exc).__name__))
     bad: list[str] = []
+    present: list[tuple[str, str, str]] = []  # (address, resolved path, vendor id) of each function there
     if index.summary() is not None:
         names = []  # the kernel's summary says whose each function is: a backend reads its own
     for name in names:
@@ -63,8 +70,12 @@ def host_problems(host: Host) -> list[Problem]:
         if not _HEX_ID.fullmatch(text.strip()):
             bad.append(f"{name} (vendor id {text.strip()[:20]!r})")
             continue
-        if text.strip().lower() not in index.asked:
-            continue  # no backend here reads this vendor's functions (the backends ran first: discovery._start)
+        present.append((name, real, text.strip().lower()))
+    asked = set(backends_done()) if backends_done is not None and present else set()
+    asked |= index.asked  # read after the wait: the in-process backends have asked by then
+    for name, real, vendor in present:
+        if vendor not in asked:
+            continue  # no backend here reads this vendor's functions
         # With its vendor there, the function is present: a device or class id that cannot be read
         # would make the backend skip it (the read is shared with the backends: pci_index).
         try:

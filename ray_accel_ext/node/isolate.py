@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -43,6 +44,7 @@ from typing import Any
 from ..bounds import bounded_json
 from ..errors import BackendLoadError
 from ..host.protocol import ISOLATION_ENV
+from ..hw.pci_index import pci_index
 from ..model import NodeDescription
 from ..problems import ProblemCode, code_of
 from .answers import check_lengths
@@ -54,6 +56,8 @@ ISOLATION_MODES = ("third-party", "all", "none")
 MAX_OUTPUT_BYTES = 16 << 20
 _POLL_S = 0.05
 _REAP_S = 1.0
+_MAX_VENDORS = 64  # PCI vendor ids a worker may name (a hostile one could name them all)
+_VENDOR_ID = re.compile(r"0x[0-9a-f]{4}", re.ASCII)
 
 
 def isolation_mode(env: Mapping[str, str]) -> str:
@@ -140,7 +144,9 @@ def _child(spec: BackendSpec, host: Any, fd: int) -> None:
             if isinstance(desc, NodeDescription):
                 check_lengths(desc)  # before the seconds a list no node has would take to serialize
             desc = to_dict()
-        send(result=desc)
+        # The PCI vendors the backend read functions of: the parent's host checks look at those
+        # vendors' ids too (node/host_checks.py), which this process's reads cannot tell it.
+        send(result=desc, pci_vendors=sorted(pci_index(host).asked)[:_MAX_VENDORS])
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, whatever it was
         try:
             if os.getpid() == me:
@@ -163,6 +169,7 @@ class Worker:
         self.stage = "start"
         self.info: BackendInfo | None = None
         self.result: dict[str, Any] | None = None
+        self.pci_vendors: tuple[str, ...] = ()  # the PCI vendor ids the backend read functions of
         self.error: dict[str, str] | None = None
         self.exit: str | None = None  # how the worker ended without answering
         self.killed = False
@@ -243,6 +250,9 @@ class Worker:
             if "error" in message and isinstance(message["error"], dict):
                 self.error = {k: str(v)[:2000] for k, v in message["error"].items()}
                 self.done = True
+            if isinstance(message.get("pci_vendors"), list):
+                self.pci_vendors = tuple(v for v in message["pci_vendors"][:_MAX_VENDORS]
+                                         if isinstance(v, str) and _VENDOR_ID.fullmatch(v))
             if "result" in message:
                 self.result = message["result"]
                 self.done = True

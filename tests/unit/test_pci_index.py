@@ -15,11 +15,15 @@ import json
 import os
 import re
 import shutil
+import time
 
 import pytest
 
+from ray_accel_ext.backends.nvidia_gpu.backend import NvidiaGPUBackend
 from ray_accel_ext.host import open_host
 from ray_accel_ext.hw.pci_index import functions_of
+from ray_accel_ext.node.discovery import discover
+from ray_accel_ext.node.envelope import STAGGER_S
 from ray_accel_ext.tools.cli import main
 from tests.support.paths import HOSTS
 
@@ -111,6 +115,44 @@ def test_without_the_summary_only_the_vendors_asked_for_have_their_device_read(h
     unreadable = [p for p in out["problems"] if p["code"] == "file-unreadable"]
     assert len(unreadable) == 1 and gpu in unreadable[0]["message"]
     assert "0000:e0:00.0" not in unreadable[0]["message"]
+
+
+class _LateNvidia(NvidiaGPUBackend):
+    """The NVIDIA backend, asking for its functions only after the stagger has let the host
+    checks start (a backend busy with something else first)."""
+
+    def detect(self, host):
+        time.sleep(STAGGER_S + 0.5)
+        return super().detect(host)
+
+
+def _without_summary_one_gpu_unreadable(snap) -> str:
+    (snap / "rootfs" / "proc" / "bus" / "pci" / "devices").unlink()
+    sysfs = snap / "rootfs" / "sys" / "bus" / "pci" / "devices"
+    for name in sorted(os.listdir(sysfs)):
+        if name.startswith("0000:e"):
+            (sysfs / name / "vendor").write_text("0x144d\n")
+    gpu = next(n for n in sorted(os.listdir(sysfs)) if (sysfs / n / "vendor").read_text().strip() == "0x10de"
+               and (sysfs / n / "class").read_text().startswith("0x03"))  # a GPU, not an NVSwitch
+    _device_unreadable(sysfs, gpu)
+    return gpu
+
+
+@pytest.mark.parametrize("how", ["late-thread", "worker-process"])
+def test_the_vendors_a_backend_reads_are_checked_however_late_or_far_it_asks(host, how):
+    """Which vendors' device ids the host checks read does not depend on thread timing: a backend
+    that asks for its functions after the checks have walked the PCI tree still has its unreadable
+    GPU reported, and so does one in a worker process (``RAY_ACCEL_ISOLATION=all``), whose asks
+    happen in another process and reach the checks with its answer."""
+    snap, _, _ = host
+    gpu = _without_summary_one_gpu_unreadable(snap)
+    if how == "late-thread":
+        inventory = discover(open_host(snap, budget_s=10), backends=[_LateNvidia()])
+    else:
+        inventory = discover(open_host(snap, environ={"RAY_ACCEL_ISOLATION": "all"}, budget_s=10))
+    assert len(inventory.descriptions[0].devices) == 7
+    unreadable = [p for p in inventory.problems if p.code == "file-unreadable" and p.backend == "host"]
+    assert len(unreadable) == 1 and gpu in unreadable[0].message, [p.message for p in inventory.problems]
 
 
 def test_a_vendors_slot_is_looked_up_in_every_pci_domain(host, capsys):
