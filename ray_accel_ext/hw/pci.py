@@ -35,6 +35,8 @@ BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 # The same shape over a NUL-joined listing (no file name holds a NUL): one regex pass over a host's
 # thousands of functions instead of one match a name.
 _BDF_IN_LISTING = re.compile(r"(?<![^\0])[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7](?![^\0])")
+# A listing of nothing but addresses (every real host's): checked in one match, kept as it is.
+_ONLY_BDFS = re.compile(r"(?:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\0)*[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 _HEX_ID_RE = re.compile(r"^0x[0-9a-fA-F]{1,6}$")
 
 
@@ -137,7 +139,9 @@ def bridge_chain(resolved_path: str) -> tuple[str, ...]:
 
 def list_functions(host: Host) -> list[str]:
     """Addresses of every PCI function on the host, sorted (PCI bus order)."""
-    return _BDF_IN_LISTING.findall("\0".join(host.listdir(PCI_DEVICES)))
+    names = host.listdir(PCI_DEVICES)
+    joined = "\0".join(names)
+    return names if _ONLY_BDFS.fullmatch(joined) else _BDF_IN_LISTING.findall(joined)
 
 
 def _optional_id(host: Host, path: str) -> str | None:

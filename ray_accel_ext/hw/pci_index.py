@@ -10,8 +10,10 @@ vendors.
 That last step reads ``/proc/bus/pci/devices`` where the host has it: one line per function with
 its bus, devfn, vendor and device (kernel ``drivers/pci/proc.c`` ``show_device``:
 ``"%02x%02x\\t%04x%04x..."``; no PCI domain, so a (bus, devfn) stands for that function in every
-domain). A function whose (bus, devfn) no line gives one of the vendors is skipped without a read,
-and the host checks (``node/discovery.py``) read no vendor file at all. The file is trusted only
+domain). A function whose (bus, devfn) no line gives one of the vendors is skipped without a read;
+where several domains have a (bus, devfn) and the summary gives fewer of those lines to the vendors,
+each of them is told apart by its vendor file alone. The host checks (``node/discovery.py``) read
+no vendor file at all. The file is trusted only
 while every line has its shape and it lists exactly as many functions as sysfs does; a stale or
 partial one (a hand-built snapshot, a recording of another moment) is ignored: then each
 function's vendor file alone is read, once for every backend and the host checks, and its device
@@ -50,7 +52,7 @@ class PciIndex:
         self._addresses: list[str] | HostReadError | None = None
         self._ids: dict[str, tuple[str, str, str] | HostReadError] = {}
         self._proc: str | None | bool = False  # False: not read yet
-        self._vendor_slots: dict[str, frozenset[str]] = {}
+        self._vendor_slots: dict[str, dict[str, int]] = {}
         self.asked: set[str] = set()  # the vendors functions_of was asked for, in this process
 
     def addresses(self) -> list[str]:
@@ -98,21 +100,23 @@ class PciIndex:
             return None  # a line of another shape, or a summary of another moment
         return text.lower()
 
-    def _slots(self, vendor: str) -> frozenset[str]:
-        """``"BB:DD.F"`` of every function the summary gives to ``vendor`` (``0x10de``)."""
+    def _slots(self, vendor: str) -> dict[str, int]:
+        """``"BB:DD.F"`` of every function the summary gives to ``vendor`` (``0x10de``), with the
+        number of its lines that name it (one for each PCI domain that has it)."""
         with self._lock:
             found = self._vendor_slots.get(vendor)
             if found is None:
                 # Each line is "BBDF\tVVVVDDDD\t...": the vendor's tab-prefixed id found where a line
                 # starts four characters before it; only its own lines cost a step.
-                text, key, slots = self._proc, f"\t{vendor[2:].zfill(4)}", set()
+                text, key, slots = self._proc, f"\t{vendor[2:].zfill(4)}", {}
                 at = text.find(key)
                 while at != -1:
                     if at == 4 or (at > 4 and text[at - 5] == "\n"):
                         devfn = int(text[at - 2:at], 16)
-                        slots.add(f"{text[at - 4:at - 2]}:{devfn >> 3:02x}.{devfn & 7}")
+                        slot = f"{text[at - 4:at - 2]}:{devfn >> 3:02x}.{devfn & 7}"
+                        slots[slot] = slots.get(slot, 0) + 1
                     at = text.find(key, at + 1)
-                found = self._vendor_slots[vendor] = frozenset(slots)
+                found = self._vendor_slots[vendor] = slots
             return found
 
     def functions_of(self, vendors: Iterable[str]) -> list[str]:
@@ -123,18 +127,24 @@ class PciIndex:
         self.asked |= wanted
         if self.summary() is None:
             return [a for a in addresses if self._vendor_may_be(a, wanted)]
-        slots: set[str] = set()
+        slots: dict[str, int] = {}
         for vendor in wanted:
-            slots |= self._slots(vendor)
+            for slot, lines in self._slots(vendor).items():
+                slots[slot] = slots.get(slot, 0) + lines
         # Each (bus, devfn) looked up in every PCI domain of the sorted listing: the cost follows
-        # the vendor's functions, not the host's thousands of others.
+        # the vendor's functions, not the host's thousands of others. Where more domains have the
+        # (bus, devfn) than the summary gives to these vendors, another vendor's function shares
+        # it: each is told apart by its vendor file alone.
         found = []
-        for domain in self._domains(addresses) if slots else ():
-            for slot in slots:
+        domains = self._domains(addresses) if slots else ()
+        for slot, lines in slots.items():
+            here = []
+            for domain in domains:
                 address = f"{domain}:{slot}"
                 at = bisect.bisect_left(addresses, address)
                 if at < len(addresses) and addresses[at] == address:
-                    found.append(address)
+                    here.append(address)
+            found += here if len(here) <= lines else [a for a in here if self._vendor_may_be(a, wanted)]
         return sorted(found)
 
     @staticmethod

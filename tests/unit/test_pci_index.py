@@ -157,8 +157,9 @@ def test_the_vendors_a_backend_reads_are_checked_however_late_or_far_it_asks(hos
 
 def test_a_vendors_slot_is_looked_up_in_every_pci_domain(host, capsys):
     """The summary has no PCI domain: a GPU's (bus, devfn) is looked for in each domain the listing
-    has. An NVMe at a GPU's (bus, devfn) in another domain is a candidate whose ids are read (it is
-    no GPU), a GPU function in a second domain is one too."""
+    has. An NVMe at a GPU's (bus, devfn) in another domain is told apart by its vendor file (the
+    summary gives that (bus, devfn) to NVIDIA once, the listing has it twice); a GPU function in a
+    second domain is a candidate."""
     snap, write_summary, _ = host
     sysfs = snap / "rootfs" / "sys" / "bus" / "pci" / "devices"
     gpus = [n for n in sorted(os.listdir(sysfs)) if (sysfs / n / "vendor").read_text().strip() == "0x10de"]
@@ -172,8 +173,11 @@ def test_a_vendors_slot_is_looked_up_in_every_pci_domain(host, capsys):
     write_summary(_summary_rows(sysfs))
     candidates = functions_of(open_host(snap), ["0x10de"])
     assert candidates == sorted(candidates)
-    assert set(gpus) | {twin, second} <= set(candidates)
+    assert set(gpus) | {second} <= set(candidates)
+    assert twin not in candidates, "the summary's one NVIDIA line at this (bus, devfn) is the GPU's: the NVMe's vendor file says so"
     assert not any(c.startswith("0000:e") for c in candidates), "NVMe slots of no NVIDIA line are not candidates"
+    (sysfs / twin / "vendor").unlink()  # then its vendor cannot say: a candidate, whose reader reports it
+    assert twin in functions_of(open_host(snap), ["0x10de"])
     out = _discover(snap, capsys)
     assert len(out["descriptions"][0]["devices"]) == 8  # neither extra function is a GPU NVML lists
     assert {twin, second}.isdisjoint(d["pci_address"] for d in out["descriptions"][0]["devices"])
