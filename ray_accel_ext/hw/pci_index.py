@@ -13,11 +13,11 @@ its bus, devfn, vendor and device (kernel ``drivers/pci/proc.c`` ``show_device``
 domain). A function whose (bus, devfn) no line gives one of the vendors is skipped without a read;
 where several domains have a (bus, devfn) and the summary gives fewer of those lines to the vendors,
 each of them is told apart by its vendor file alone. The host checks (``node/discovery.py``) read
-no vendor file at all. The file is trusted only
-while every line has its shape and it lists exactly as many functions as sysfs does; a stale or
-partial one (a hand-built snapshot, a recording of another moment) is ignored: then each
-function's vendor file alone is read, once for every backend and the host checks, and its device
-and class only where a backend asked for that vendor.
+no vendor file at all. The file is trusted only while every line has its shape and it lists
+exactly as many functions as sysfs does; a stale or partial one (a hand-built snapshot, a
+recording of another moment) is ignored: then each function's vendor file alone is read, once for
+every backend and the host checks, and its device and class only where a backend asked for that
+vendor.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable
 
 from ..errors import HostReadError
@@ -52,7 +53,7 @@ class PciIndex:
         self._addresses: list[str] | HostReadError | None = None
         self._ids: dict[str, tuple[str, str, str] | HostReadError] = {}
         self._proc: str | None | bool = False  # False: not read yet
-        self._vendor_slots: dict[str, dict[str, int]] = {}
+        self._vendor_slots: dict[str, Counter[str]] = {}
         self.asked: set[str] = set()  # the vendors functions_of was asked for, in this process
 
     def addresses(self) -> list[str]:
@@ -100,7 +101,7 @@ class PciIndex:
             return None  # a line of another shape, or a summary of another moment
         return text.lower()
 
-    def _slots(self, vendor: str) -> dict[str, int]:
+    def _slots(self, vendor: str) -> Counter[str]:
         """``"BB:DD.F"`` of every function the summary gives to ``vendor`` (``0x10de``), with the
         number of its lines that name it (one for each PCI domain that has it)."""
         with self._lock:
@@ -108,13 +109,12 @@ class PciIndex:
             if found is None:
                 # Each line is "BBDF\tVVVVDDDD\t...": the vendor's tab-prefixed id found where a line
                 # starts four characters before it; only its own lines cost a step.
-                text, key, slots = self._proc, f"\t{vendor[2:].zfill(4)}", {}
+                text, key, slots = self._proc, f"\t{vendor[2:].zfill(4)}", Counter()
                 at = text.find(key)
                 while at != -1:
                     if at == 4 or (at > 4 and text[at - 5] == "\n"):
                         devfn = int(text[at - 2:at], 16)
-                        slot = f"{text[at - 4:at - 2]}:{devfn >> 3:02x}.{devfn & 7}"
-                        slots[slot] = slots.get(slot, 0) + 1
+                        slots[f"{text[at - 4:at - 2]}:{devfn >> 3:02x}.{devfn & 7}"] += 1
                     at = text.find(key, at + 1)
                 found = self._vendor_slots[vendor] = slots
             return found
@@ -127,10 +127,9 @@ class PciIndex:
         self.asked |= wanted
         if self.summary() is None:
             return [a for a in addresses if self._vendor_may_be(a, wanted)]
-        slots: dict[str, int] = {}
+        slots: Counter[str] = Counter()
         for vendor in wanted:
-            for slot, lines in self._slots(vendor).items():
-                slots[slot] = slots.get(slot, 0) + lines
+            slots.update(self._slots(vendor))
         # Each (bus, devfn) looked up in every PCI domain of the sorted listing: the cost follows
         # the vendor's functions, not the host's thousands of others. Where more domains have the
         # (bus, devfn) than the summary gives to these vendors, another vendor's function shares
