@@ -189,10 +189,10 @@ def render(cases: list[dict], written: dict[str, str], missing: list[str], bench
         lines += ["## Soak", ""]
         if leak:
             data = json.loads(leak.split(": ", 1)[1])
-            lines += ["- 200 node-start discoveries (`node_spec()`, in-process) on random snapshots, intact or damaged,",
+            lines += ["- 200 node-start discoveries (`node_spec()`, in a process of their own) on random snapshots, intact or damaged,",
                       f"  with a random metadata fault each: worst {data['worst_s']} s (budget 1.5 s in the soak);",
                       f"  between discovery 20 and 200: file descriptors {data['fds']:+d}, threads {data['threads']:+d},",
-                      f"  RSS {data['rss_mib']:+} MiB, Python heap {data['heap_kib']:+} KiB; outcomes {data['outcomes']}."]
+                      f"  RSS {data['rss_mib']:+} MiB, Python heap {data['heap_blocks']:+d} blocks; outcomes {data['outcomes']}."]
         if place:
             lines += ["- 50 concurrent `placement.reserve()` calls on a 6-node simulated cluster with four fabric domains:",
                       f"  no split domain, no overlapping reservation; {place.split(' | ')[-1]}."]

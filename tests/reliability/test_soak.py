@@ -1,11 +1,13 @@
 """Bounded soak: 200 node-start discoveries against randomly faulted hosts and metadata servers, and
 50 concurrent domain placements on a simulated cluster.
 
-Discoveries run the start hook's own path (``ray_hook.node_spec()``, in-process, environment as
+Discoveries run the start hook's own path (``ray_hook.node_spec()`` called directly, environment as
 ``ray start`` would have it) on a random snapshot (every in-tree and downstream one), intact or a
 damaged copy from the corrupt-host generator, with its metadata served by fakes that show a random
-fault class. Leaks are measured between iteration 20 and the end (after the abandoned work has
-had time to finish): open file descriptors, threads, RSS and Python heap (tracemalloc).
+fault class. Leaks are measured in a process of their own, between iteration 20 and the end (after
+the abandoned work has had time to finish): open file descriptors, threads, RSS and Python heap
+(``sys.getallocatedblocks``: tracemalloc's lock can be held by a thread when discovery forks a
+backend's worker, and the worker then waits on it until the budget kills it).
 Placements: 50 threads of one driver call ``placement.reserve`` at once on a 6-node cluster with
 four fabric domains; no reservation may split a domain or overlap a held one, and every placement
 group and claim must be gone at the end.
@@ -15,12 +17,13 @@ from __future__ import annotations
 
 import gc
 import json
+import multiprocessing
 import os
 import random
+import sys
 import threading
 import time
-import tracemalloc
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -59,70 +62,78 @@ def _rss_mib() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def test_soak_node_start_discoveries(scratch_path, monkeypatch):
-    rng = random.Random(8)
-    # A pool of damaged copies (one per snapshot and kind, random target) drawn from at random.
-    pool: list[tuple[Path, Path, str]] = [(s, s, "intact") for s in SNAPSHOTS]
-    for snap in SNAPSHOTS:
-        for v in make_variants(snap, scratch_path / snap.name, kinds=[k for k in KINDS if k != "unreadable"], per_kind=1, seed=rng.randrange(10**6)):
-            pool.append((snap, v.path, v.kind))
-    monkeypatch.setenv("RAY_ACCEL_BUDGET_S", str(BUDGET_S))
-    monkeypatch.setenv("RAY_ACCEL_METADATA_TIMEOUT_S", str(METADATA_TIMEOUT_S))
-    faults = list(FAULT_CLASSES)
-    tracemalloc.start()
-    samples: dict[str, tuple[int, int, float, int]] = {}
-    worst = 0.0
-    failures: list[str] = []
-    outcomes: dict[str, int] = {}
-    try:
-        for i in range(DISCOVERIES):
-            if i == WARMUP:
-                gc.collect()
-                samples["start"] = (_fds(), threading.active_count(), _rss_mib(), tracemalloc.get_traced_memory()[0])
-            source, path, kind = rng.choice(pool)
-            spec = metadata_spec(source)
-            fault = rng.choice(faults + [None])
-            if spec and fault is not None:
-                which = "gce" if "gce" in spec else "ec2"
-                target = rng.choice(["*"] + list(spec[which]))
-                spec[f"{which}_faults"] = {target: FAULT_CLASSES[fault]}
-            for key in ("GCE_METADATA_HOST", "AWS_EC2_METADATA_SERVICE_ENDPOINT"):
-                monkeypatch.delenv(key, raising=False)
-            with MetadataServers(spec) as servers:
-                for key, value in servers.env().items():
-                    monkeypatch.setenv(key, value)
-                monkeypatch.setenv("RAY_ACCEL_ROOT", str(path))
-                started = time.perf_counter()
-                spec_out = node_spec()
-                elapsed = time.perf_counter() - started
-            worst = max(worst, elapsed)
-            bad = label_errors(spec_out.labels)
-            outcome = "degraded" if spec_out.labels.get("rayaccel.io/discovery") == "degraded" else "correct"
-            outcomes[outcome] = outcomes.get(outcome, 0) + 1
-            what = f"{source.name} ({kind}), metadata fault {fault if spec else 'n/a'}"
-            _results.add("soak (200 node starts)", "random host + metadata fault", outcome, elapsed_s=elapsed,
-                         hang=elapsed > BUDGET_S + GRACE_S, invalid_labels=len(bad), budget_s=BUDGET_S, detail=what)
-            if bad or elapsed > BUDGET_S + GRACE_S:
-                failures.append(f"#{i} {what}: {elapsed:.2f}s, labels {bad}")
-        # abandoned work (a hung metadata answer, a budget-abandoned backend) finishes on its own
-        deadline = time.monotonic() + 10
-        while threading.active_count() > samples["start"][1] and time.monotonic() < deadline:
-            time.sleep(0.1)
-        gc.collect()
-        samples["end"] = (_fds(), threading.active_count(), _rss_mib(), tracemalloc.get_traced_memory()[0])
-    finally:
-        tracemalloc.stop()
-    (fd0, th0, rss0, heap0), (fd1, th1, rss1, heap1) = samples["start"], samples["end"]
-    leak = {"fds": fd1 - fd0, "threads": th1 - th0, "rss_mib": round(rss1 - rss0, 1),
-            "heap_kib": round((heap1 - heap0) / 1024, 1), "worst_s": round(worst, 3),
-            "iterations_measured": DISCOVERIES - WARMUP, "outcomes": outcomes}
-    _results.cases[-1]["detail"] = "leak check: " + json.dumps(leak)
+def test_soak_node_start_discoveries(scratch_path):
+    # The soak runs in a process of its own: pytest's process carries every earlier test's sockets
+    # and threads, which open and close on their own schedule (one CI run counted 4 such fds as
+    # the soak's), so a leak measured there is not the discoveries'.
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        cases, failures, leak = pool.submit(_soak, scratch_path).result(timeout=900)
+    _results.cases += cases
     print("soak:", json.dumps(leak))
     assert not failures, "\n".join(failures)
     assert leak["fds"] <= 3, leak
     assert leak["threads"] <= 1, leak
-    assert leak["heap_kib"] < 2048, leak   # Python objects: no per-discovery growth
+    # Python objects: about 1,400 blocks of caches filling; keeping one NodeSpec per discovery adds 3,900
+    assert leak["heap_blocks"] < 4_000, leak
     assert leak["rss_mib"] < 64, leak      # allocator noise, not growth per iteration
+
+
+def _soak(scratch: Path) -> tuple[list[dict], list[str], dict]:
+    """The discoveries, run in a fresh process (it sets ``os.environ`` as ``ray start`` would)."""
+    results = Results("soak")
+    rng = random.Random(8)
+    # A pool of damaged copies (one per snapshot and kind, random target) drawn from at random.
+    pool: list[tuple[Path, Path, str]] = [(s, s, "intact") for s in SNAPSHOTS]
+    for snap in SNAPSHOTS:
+        for v in make_variants(snap, scratch / snap.name, kinds=[k for k in KINDS if k != "unreadable"], per_kind=1, seed=rng.randrange(10**6)):
+            pool.append((snap, v.path, v.kind))
+    os.environ["RAY_ACCEL_BUDGET_S"] = str(BUDGET_S)
+    os.environ["RAY_ACCEL_METADATA_TIMEOUT_S"] = str(METADATA_TIMEOUT_S)
+    faults = list(FAULT_CLASSES)
+    samples: dict[str, tuple[int, int, float, int]] = {}
+    worst = 0.0
+    failures: list[str] = []
+    outcomes: dict[str, int] = {}
+    for i in range(DISCOVERIES):
+        if i == WARMUP:
+            gc.collect()
+            samples["start"] = (_fds(), threading.active_count(), _rss_mib(), sys.getallocatedblocks())
+        source, path, kind = rng.choice(pool)
+        spec = metadata_spec(source)
+        fault = rng.choice(faults + [None])
+        if spec and fault is not None:
+            which = "gce" if "gce" in spec else "ec2"
+            target = rng.choice(["*"] + list(spec[which]))
+            spec[f"{which}_faults"] = {target: FAULT_CLASSES[fault]}
+        for key in ("GCE_METADATA_HOST", "AWS_EC2_METADATA_SERVICE_ENDPOINT"):
+            os.environ.pop(key, None)
+        with MetadataServers(spec) as servers:
+            os.environ.update(servers.env())
+            os.environ["RAY_ACCEL_ROOT"] = str(path)
+            started = time.perf_counter()
+            spec_out = node_spec()
+            elapsed = time.perf_counter() - started
+        worst = max(worst, elapsed)
+        bad = label_errors(spec_out.labels)
+        outcome = "degraded" if spec_out.labels.get("rayaccel.io/discovery") == "degraded" else "correct"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        what = f"{source.name} ({kind}), metadata fault {fault if spec else 'n/a'}"
+        results.add("soak (200 node starts)", "random host + metadata fault", outcome, elapsed_s=elapsed,
+                    hang=elapsed > BUDGET_S + GRACE_S, invalid_labels=len(bad), budget_s=BUDGET_S, detail=what)
+        if bad or elapsed > BUDGET_S + GRACE_S:
+            failures.append(f"#{i} {what}: {elapsed:.2f}s, labels {bad}")
+    # abandoned work (a hung metadata answer, a budget-abandoned backend) finishes on its own
+    deadline = time.monotonic() + 10
+    while threading.active_count() > samples["start"][1] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    gc.collect()
+    samples["end"] = (_fds(), threading.active_count(), _rss_mib(), sys.getallocatedblocks())
+    (fd0, th0, rss0, blocks0), (fd1, th1, rss1, blocks1) = samples["start"], samples["end"]
+    leak = {"fds": fd1 - fd0, "threads": th1 - th0, "rss_mib": round(rss1 - rss0, 1),
+            "heap_blocks": blocks1 - blocks0, "worst_s": round(worst, 3),
+            "iterations_measured": DISCOVERIES - WARMUP, "outcomes": outcomes}
+    results.cases[-1]["detail"] = "leak check: " + json.dumps(leak)
+    return results.cases, failures, leak
 
 
 # -- placements ------------------------------------------------------------------------------------
