@@ -2,7 +2,8 @@
 # The conformance suite for every in-tree backend and the separately packaged Acme backend of the
 # README (tests/downstream/ray_accel_ext_acme: pip-installed into the venv first, like a vendor's
 # package, then also its own subclass-mode tests).
-# Each run starts one real Ray node from a snapshot (--live-ray). Reports are kept under
+# Each run starts one real Ray node from a snapshot (--live-ray); two backends run at a time, and
+# their tables are printed in order once all have ended. Reports are kept under
 # ${ARTIFACTS:-artifacts}/conformance/: <backend>.json, <backend>.xml (JUnit), <backend>.txt (table),
 # summary.txt. Exit status: 0 only when every backend passes.
 # Usage: ci/conformance.sh [VENV]     (default: .venv)
@@ -23,15 +24,15 @@ if ! "$PY" -c 'import importlib.metadata as m; m.distribution("ray-accel-ext-acm
 fi
 
 status=0
-suite() {  # suite LABEL BACKEND SNAPSHOTS [XFAILS]
+labels=()
+suite() {  # suite LABEL BACKEND SNAPSHOTS [XFAILS]: started in the background, two at a time
   local label=$1 backend=$2 snaps=$3 xfails=${4:-}
   local args=(conformance "$backend" --snapshots "$snaps" --live-ray --junit "$OUT/$label.xml" --json-report "$OUT/$label.json")
   [ -n "$xfails" ] && [ -f "$xfails" ] && args+=(--xfails "$xfails")
-  echo "== conformance: $label"
-  "$PY" -m ray_accel_ext.tools.cli "${args[@]}" | tee "$OUT/$label.txt"
-  local rc=${PIPESTATUS[0]}
-  echo "$label: $(tail -n 1 "$OUT/$label.txt")" >> "$OUT/summary.txt"
-  [ "$rc" = 0 ] || status=1
+  while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n || true; done
+  labels+=("$label")
+  echo "== conformance: $label started"
+  ("$PY" -m ray_accel_ext.tools.cli "${args[@]}" > "$OUT/$label.txt" 2>&1; echo $? > "$OUT/$label.rc") &
 }
 
 # In-tree backends: every entry point ray-accel-ext itself registers, with tests/data/hosts/<name>.
@@ -43,6 +44,13 @@ done
 # skips, and the rest is tests/conformance/test_plugin.py::test_cli_reports_checklist_as_json_and_junit
 # (the same CLI run, snapshots, JSON and JUnit reports) in the main pytest run.
 suite acme_npu acme_npu tests/downstream/ray_accel_ext_acme/tests/hosts tests/downstream/ray_accel_ext_acme/conformance-xfails.txt
+wait
+for label in "${labels[@]}"; do  # the tables, in order
+  echo "== conformance: $label"
+  cat "$OUT/$label.txt"
+  echo "$label: $(tail -n 1 "$OUT/$label.txt")" >> "$OUT/summary.txt"
+  [ "$(cat "$OUT/$label.rc" 2>/dev/null)" = 0 ] || status=1
+done
 
 echo "== downstream: ray_accel_ext_acme's own tests (suite subclasses + unit tests)"
 if (cd tests/downstream/ray_accel_ext_acme && "$PY" -m pytest -q -p no:cacheprovider --junitxml "$OUT/acme_npu-own-tests.xml"); then
