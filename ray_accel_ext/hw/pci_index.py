@@ -12,7 +12,7 @@ its bus, devfn, vendor and device (kernel ``drivers/pci/proc.c`` ``show_device``
 ``"%02x%02x\\t%04x%04x..."``; no PCI domain, so a (bus, devfn) stands for that function in every
 domain). A function whose (bus, devfn) no line gives one of the vendors is skipped without a read;
 where several domains have a (bus, devfn) and the summary gives fewer of those lines to the vendors,
-each of them is told apart by its vendor file alone. The host checks (``node/discovery.py``) read
+they are told apart by their vendor files alone, read only until the summary's count is met. The host checks (``node/discovery.py``) read
 no vendor file at all. The file is trusted only while every line has its shape and it lists
 exactly as many functions as sysfs does; a stale or partial one (a hand-built snapshot, a
 recording of another moment) is ignored: then each function's vendor file alone is read, once for
@@ -143,8 +143,28 @@ class PciIndex:
                 at = bisect.bisect_left(addresses, address)
                 if at < len(addresses) and addresses[at] == address:
                     here.append(address)
-            found += here if len(here) <= lines else [a for a in here if self._vendor_may_be(a, wanted)]
+            found += here if len(here) <= lines else self._told_apart(here, lines, wanted)
         return sorted(found)
+
+    def _told_apart(self, here: list[str], lines: int, vendors: set[str]) -> list[str]:
+        """The functions of one (bus, devfn) in several domains that may be ``vendors``', where the
+        summary gives those vendors ``lines`` of them: vendor files read in turn, only until the
+        summary's count is met either way (its lines of these vendors all seen: the rest are
+        others'; its lines of other vendors all seen: the rest are these vendors')."""
+        kept, seen, others = [], 0, 0
+        for at, address in enumerate(here):
+            if seen == lines:
+                break
+            if others == len(here) - lines:
+                kept += here[at:]
+                break
+            vendor = self._vendor(address)
+            if vendor is None or vendor in vendors:
+                kept.append(address)  # an unreadable vendor stays a candidate: its reader reports it
+                seen += vendor is not None
+            else:
+                others += 1
+        return kept
 
     @staticmethod
     def _domains(addresses: list[str]) -> list[str]:
@@ -159,12 +179,17 @@ class PciIndex:
         """Without the summary: the function's vendor file alone (read once for every backend,
         the read the host checks share), so its device and class are read only for the vendors
         asked for. A function whose vendor cannot be read stays a candidate: its reader reports it."""
+        vendor = self._vendor(address)
+        return vendor is None or vendor in vendors
+
+    def _vendor(self, address: str) -> str | None:
+        """The function's vendor id from its vendor file alone; None where it cannot be read."""
         path = f"{PCI_DEVICES}/{address}/vendor"
         try:
             text = self._host.read_optional(path)
-            return text is None or parse_hex_id(text, path) in vendors
+            return parse_hex_id(text, path) if text is not None else None
         except HostReadError:
-            return True
+            return None
 
 
 def pci_index(host: Host) -> PciIndex:

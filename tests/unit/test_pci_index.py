@@ -155,6 +155,31 @@ def test_the_vendors_a_backend_reads_are_checked_however_late_or_far_it_asks(hos
     assert len(unreadable) == 1 and gpu in unreadable[0].message, [p.message for p in inventory.problems]
 
 
+def test_a_shared_slot_reads_vendor_files_only_until_the_summarys_count_is_met(host):
+    """A (bus, devfn) in three domains, the summary giving NVIDIA one of its lines: where the GPU
+    sits in the last domain, the two NVMe functions before it are read and the GPU is then a
+    candidate without a read (the summary's other-vendor lines are all seen); a vendor file that
+    cannot be read keeps its function a candidate and settles nothing."""
+    snap, write_summary, _ = host
+    sysfs = snap / "rootfs" / "sys" / "bus" / "pci" / "devices"
+    slot = "7f:00.0"
+    layout = {f"0000:{slot}": "0x144d", f"0001:{slot}": "0x144d", f"0002:{slot}": "0x10de"}
+    for address, vendor in layout.items():
+        dev = snap / "rootfs" / "sys" / "devices" / f"pci{address[:4]}:00" / address
+        dev.mkdir(parents=True)
+        for name, value in {"vendor": vendor, "device": "0xa80a", "class": "0x010802", "numa_node": "0"}.items():
+            (dev / name).write_text(value + "\n")
+        os.symlink(os.path.relpath(dev, sysfs), sysfs / address)
+    write_summary(_summary_rows(sysfs))
+    gpu = f"0002:{slot}"
+    assert [c for c in functions_of(open_host(snap), ["0x10de"]) if c.endswith(slot)] == [gpu]
+    (sysfs / gpu / "vendor").write_text("0x8086\n")  # not read: the two NVMe lines settle it
+    assert [c for c in functions_of(open_host(snap), ["0x10de"]) if c.endswith(slot)] == [gpu]
+    (sysfs / gpu / "vendor").write_text("0x10de\n")
+    (sysfs / f"0000:{slot}" / "vendor").unlink()  # unreadable: a candidate, and the GPU is still read
+    assert [c for c in functions_of(open_host(snap), ["0x10de"]) if c.endswith(slot)] == [f"0000:{slot}", gpu]
+
+
 def test_a_vendors_slot_is_looked_up_in_every_pci_domain(host, capsys):
     """The summary has no PCI domain: a GPU's (bus, devfn) is looked for in each domain the listing
     has. An NVMe at a GPU's (bus, devfn) in another domain is told apart by its vendor file (the
@@ -176,8 +201,18 @@ def test_a_vendors_slot_is_looked_up_in_every_pci_domain(host, capsys):
     assert set(gpus) | {second} <= set(candidates)
     assert twin not in candidates, "the summary's one NVIDIA line at this (bus, devfn) is the GPU's: the NVMe's vendor file says so"
     assert not any(c.startswith("0000:e") for c in candidates), "NVMe slots of no NVIDIA line are not candidates"
-    (sysfs / twin / "vendor").unlink()  # then its vendor cannot say: a candidate, whose reader reports it
-    assert twin in functions_of(open_host(snap), ["0x10de"])
+    # Read only until the summary's count is met: the GPU's vendor file accounts for the one NVIDIA
+    # line, so the twin's is not read (gone, it changes nothing) ...
+    twin_vendor = (sysfs / twin / "vendor").read_text()
+    (sysfs / twin / "vendor").unlink()
+    assert twin not in functions_of(open_host(snap), ["0x10de"])
+    (sysfs / twin / "vendor").write_text(twin_vendor)
+    # ... and a GPU whose vendor file cannot be read stays a candidate, whose reader reports it.
+    gpu_vendor = (sysfs / gpus[0] / "vendor").read_text()
+    (sysfs / gpus[0] / "vendor").unlink()
+    assert gpus[0] in functions_of(open_host(snap), ["0x10de"])
+    assert twin not in functions_of(open_host(snap), ["0x10de"])
+    (sysfs / gpus[0] / "vendor").write_text(gpu_vendor)
     out = _discover(snap, capsys)
     assert len(out["descriptions"][0]["devices"]) == 8  # neither extra function is a GPU NVML lists
     assert {twin, second}.isdisjoint(d["pci_address"] for d in out["descriptions"][0]["devices"])
