@@ -45,6 +45,17 @@ def _summary_rows(sysfs) -> list[str]:
     return rows
 
 
+def _add_functions(snap, vendors: dict[str, str]) -> None:
+    """PCI functions (address -> vendor id) added to the snapshot, each under its domain's root."""
+    sysfs = snap / "rootfs" / "sys" / "bus" / "pci" / "devices"
+    for address, vendor in vendors.items():
+        dev = snap / "rootfs" / "sys" / "devices" / f"pci{address[:4]}:00" / address
+        dev.mkdir(parents=True)
+        for name, value in {"vendor": vendor, "device": "0xa80a", "class": "0x010802", "numa_node": "0"}.items():
+            (dev / name).write_text(value + "\n")
+        os.symlink(os.path.relpath(dev, sysfs), sysfs / address)
+
+
 @pytest.fixture
 def host(tmp_path):
     snap = tmp_path / "h100-nvme"
@@ -164,12 +175,7 @@ def test_a_shared_slot_reads_vendor_files_only_until_the_summarys_count_is_met(h
     sysfs = snap / "rootfs" / "sys" / "bus" / "pci" / "devices"
     slot = "7f:00.0"
     layout = {f"0000:{slot}": "0x144d", f"0001:{slot}": "0x144d", f"0002:{slot}": "0x10de"}
-    for address, vendor in layout.items():
-        dev = snap / "rootfs" / "sys" / "devices" / f"pci{address[:4]}:00" / address
-        dev.mkdir(parents=True)
-        for name, value in {"vendor": vendor, "device": "0xa80a", "class": "0x010802", "numa_node": "0"}.items():
-            (dev / name).write_text(value + "\n")
-        os.symlink(os.path.relpath(dev, sysfs), sysfs / address)
+    _add_functions(snap, layout)
     write_summary(_summary_rows(sysfs))
     gpu = f"0002:{slot}"
     assert [c for c in functions_of(open_host(snap), ["0x10de"]) if c.endswith(slot)] == [gpu]
@@ -189,12 +195,7 @@ def test_a_vendors_slot_is_looked_up_in_every_pci_domain(host, capsys):
     sysfs = snap / "rootfs" / "sys" / "bus" / "pci" / "devices"
     gpus = [n for n in sorted(os.listdir(sysfs)) if (sysfs / n / "vendor").read_text().strip() == "0x10de"]
     twin, second = f"0002{gpus[0][4:]}", f"0001{gpus[0][4:8]}1f.0"
-    for address, vendor in ((twin, "0x144d"), (second, "0x10de")):
-        dev = snap / "rootfs" / "sys" / "devices" / f"pci{address[:4]}:00" / address
-        dev.mkdir(parents=True)
-        for name, value in {"vendor": vendor, "device": "0xa80a", "class": "0x010802", "numa_node": "0"}.items():
-            (dev / name).write_text(value + "\n")
-        os.symlink(os.path.relpath(dev, sysfs), sysfs / address)
+    _add_functions(snap, {twin: "0x144d", second: "0x10de"})
     write_summary(_summary_rows(sysfs))
     candidates = functions_of(open_host(snap), ["0x10de"])
     assert candidates == sorted(candidates)
