@@ -12,8 +12,8 @@ its bus, devfn, vendor and device (kernel ``drivers/pci/proc.c`` ``show_device``
 ``"%02x%02x\\t%04x%04x..."``; no PCI domain, so a (bus, devfn) stands for that function in every
 domain). A function whose (bus, devfn) no line gives one of the vendors is skipped without a read;
 where several domains have a (bus, devfn) and the summary gives fewer of those lines to the vendors,
-they are told apart by their vendor files alone, read only until the summary's count is met. The host checks (``node/discovery.py``) read
-no vendor file at all. The file is trusted only while every line has its shape and it lists
+they are told apart by their vendor files alone, read only until the summary's count is met. The
+host checks (``node/discovery.py``) read no vendor file at all. The file is trusted only while every line has its shape and it lists
 exactly as many functions as sysfs does; a stale or partial one (a hand-built snapshot, a
 recording of another moment) is ignored: then each function's vendor file alone is read, once for
 every backend and the host checks, and its device and class only where a backend asked for that
@@ -159,9 +159,11 @@ class PciIndex:
                 kept += here[at:]
                 break
             vendor = self._vendor(address)
-            if vendor is None or vendor in vendors:
-                kept.append(address)  # an unreadable vendor stays a candidate: its reader reports it
-                seen += vendor is not None
+            if vendor is None:
+                kept.append(address)  # unreadable: a candidate that settles nothing; its reader reports it
+            elif vendor in vendors:
+                kept.append(address)
+                seen += 1
             else:
                 others += 1
         return kept
