@@ -22,7 +22,8 @@ Workers are forked from the main thread before discovery starts any thread of it
 of ours can be held in the child. A lock of the interpreter's can: in a process that traces
 allocations (``tracemalloc``, ``PYTHONTRACEMALLOC``) another thread may hold tracemalloc's lock at
 the fork, and the worker then waits on it until the budget kills it (seen in
-tests/reliability/test_soak.py, which measures the heap another way since). A backend that deliberately leaves its process group
+tests/reliability/test_soak.py, which measures the heap another way since). A backend that
+deliberately leaves its process group
 (``setsid`` in a grandchild) outlives the kill; that is sabotage, not an accident, and no
 user-space bound short of a cgroup stops it.
 
