@@ -23,9 +23,8 @@ of ours can be held in the child. A lock of the interpreter's can: in a process 
 allocations (``tracemalloc``, ``PYTHONTRACEMALLOC``) another thread may hold tracemalloc's lock at
 the fork, and the worker then waits on it until the budget kills it (seen in
 tests/reliability/test_soak.py, which measures the heap another way since). A backend that
-deliberately leaves its process group
-(``setsid`` in a grandchild) outlives the kill; that is sabotage, not an accident, and no
-user-space bound short of a cgroup stops it.
+deliberately leaves its process group (``setsid`` in a grandchild) outlives the kill; that is
+sabotage, not an accident, and no user-space bound short of a cgroup stops it.
 
 Where ``os.fork`` is missing (not Linux), backends run in threads (a recording host's workers get
 the host it records: what they read is not recorded, but they cannot end ``doctor`` or ``record``); ``RAY_ACCEL_ISOLATION`` chooses
