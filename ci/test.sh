@@ -26,21 +26,14 @@ fi
 
 mkdir -p artifacts/logs
 failed=()
-# Two set-up legs that only install (no Ray started) run first, in the background at low priority:
-# the oldest-Ray virtualenv and the package (build, check, install into a fresh virtualenv). The
-# legs that use them wait for them and print their logs.
 pkg="$(mktemp -d)"
 trap 'rm -rf "$pkg"' EXIT
-nice -n 10 bash ci/ray_matrix.sh --setup-only >artifacts/logs/ray-oldest-setup.log 2>&1 &
-oldest_setup=$!
-nice -n 10 bash ci/package.sh build "$pkg" >artifacts/logs/package-build.log 2>&1 &
-package_build=$!
 
 leg() {  # leg NAME COMMAND...: run one leg, remember it if it fails
   local name=$1; shift
   "$@" || { echo "== FAILED: $name (exit $?)"; failed+=("$name"); }
 }
-background() {  # background NAME PID LOG: wait for a set-up leg, print its log
+background() {  # background NAME PID LOG: wait for a set-up leg (a child of this shell), print its log
   local name=$1 pid=$2 log=$3 rc=0
   wait "$pid" || rc=$?
   echo "== $name (ran in the background; $log)"
@@ -68,6 +61,13 @@ ray_version="$(python -c 'import ray; print(ray.__version__)')"
 # 18.5 min at 69 % CPU; next to the no-Ray lane, 22 min, while that lane took 14 min.
 second_track() {  # its failed legs go to artifacts/logs/second-track.failed
   local failed=()
+  # Two set-up legs that only install (no Ray started), in the background at low priority: the
+  # oldest-Ray virtualenv and the package (build, check, install into a fresh virtualenv); the
+  # legs that use them wait for them (children of this track) and print their logs.
+  nice -n 10 bash ci/ray_matrix.sh --setup-only >artifacts/logs/ray-oldest-setup.log 2>&1 &
+  local oldest_setup=$!
+  nice -n 10 bash ci/package.sh build "$pkg" >artifacts/logs/package-build.log 2>&1 &
+  local package_build=$!
   echo "== pytest, modules that start no Ray (Ray $ray_version)"
   leg "pytest (no Ray)" lane rest --lane rest --durations=10 "$@"
   if [ -x ci/conformance.sh ]; then
