@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every test: unit, snapshot goldens, real-Ray integration, conformance suite (in-tree backends and
-# the separately packaged Acme backend of the README) on the newest Ray; the package as users install it
+# the separately packaged Acme backend of the README) on the newest Ray; then the package as users install it
 # (ci/package.sh) and the Ray-integration tests on the oldest supported Ray (ci/ray_matrix.sh).
 # Installs what it needs into .venv (and .venv-ray-oldest); as root with apt-get it also installs
 # the system packages the browser, udev and metrics tests use (prometheus: promtool). Extra
-# arguments go to both pytest lanes.
+# arguments go to the main pytest run.
 . "$(dirname "$0")/env.sh" test
 set -euo pipefail
 
@@ -26,17 +26,25 @@ fi
 
 mkdir -p artifacts/logs
 failed=()
+# Two set-up legs that only install (no Ray started) run during the main pytest, at low priority:
+# the oldest-Ray virtualenv and the package (build, check, install into a fresh virtualenv). Their
+# output goes to artifacts/logs/ and is printed when they are waited for; Ray-starting legs run one
+# at a time.
 pkg="$(mktemp -d)"
 trap 'rm -rf "$pkg"' EXIT
+nice -n 10 bash ci/ray_matrix.sh --setup-only >artifacts/logs/ray-oldest-setup.log 2>&1 &
+oldest_setup=$!
+nice -n 10 bash ci/package.sh build "$pkg" >artifacts/logs/package-build.log 2>&1 &
+package_build=$!
 
 leg() {  # leg NAME COMMAND...: run one leg, remember it if it fails
   local name=$1; shift
   "$@" || { echo "== FAILED: $name (exit $?)"; failed+=("$name"); }
 }
-background() {  # background NAME PID LOG: wait for a set-up leg (a child of this shell), print its log
+background() {  # background NAME PID LOG: wait for a set-up leg, print its log
   local name=$1 pid=$2 log=$3 rc=0
   wait "$pid" || rc=$?
-  echo "== $name (ran in the background; $log)"
+  echo "== $name (ran during the main pytest; $log)"
   cat "$log"
   [ "$rc" = 0 ] || { echo "== FAILED: $name (exit $rc)"; failed+=("$name"); }
   return "$rc"
@@ -53,55 +61,28 @@ lane() {  # lane NAME PYTEST-ARGS...: one pytest lane; "no test selected" (exit 
 }
 extra=$#
 ray_version="$(python -c 'import ray; print(ray.__version__)')"
-
-# Two tracks side by side. The modules that start Ray (tests/conftest.py --lane ray), one at a time,
-# leave about a third of the 2 cores idle while Ray's processes start and wait, so the rest runs
-# next to them, one leg after another: the modules that start no Ray, the conformance suite, the
-# package demo and the oldest-Ray leg. Measured on a quiet 2-core machine: the Ray lane alone
-# 18.5 min at 69 % CPU; next to the no-Ray lane, 22 min, while that lane took 14 min.
-second_track() {  # its failed legs go to artifacts/logs/second-track.failed
-  local failed=()
-  # Two set-up legs that only install (no Ray started), in the background at low priority: the
-  # oldest-Ray virtualenv and the package (build, check, install into a fresh virtualenv); the
-  # legs that use them wait for them (children of this track) and print their logs.
-  nice -n 10 bash ci/ray_matrix.sh --setup-only >artifacts/logs/ray-oldest-setup.log 2>&1 &
-  local oldest_setup=$!
-  nice -n 10 bash ci/package.sh build "$pkg" >artifacts/logs/package-build.log 2>&1 &
-  local package_build=$!
-  echo "== pytest, modules that start no Ray (Ray $ray_version)"
-  leg "pytest (no Ray)" lane rest --lane rest --durations=10 "$@"
-  if [ -x ci/conformance.sh ]; then
-    echo "== conformance suite"
-    leg conformance bash ci/conformance.sh
-  fi
-  echo "== package: build, check, install into a fresh virtualenv, run the demo from it"
-  if background "package build" "$package_build" artifacts/logs/package-build.log; then
-    leg "package demo" bash ci/package.sh demo "$pkg"
-  fi
-  echo "== Ray-version matrix: the oldest supported Ray"
-  if background "oldest-Ray set-up" "$oldest_setup" artifacts/logs/ray-oldest-setup.log; then
-    leg "Ray-version matrix" bash ci/ray_matrix.sh
-  fi
-  printf '%s\n' "${failed[@]}" > artifacts/logs/second-track.failed
-}
-rm -f artifacts/logs/second-track.failed
-second_track "$@" > artifacts/logs/second-track.log 2>&1 &
-second=$!
-echo "== second track started: no-Ray modules, conformance, package demo, oldest Ray (artifacts/logs/second-track.log)"
+# Modules that start no Ray, two at a time (pytest-xdist; a module stays in one process, so its
+# fixtures and artifacts/reliability/<module>.json are one process's); then the modules that start
+# Ray, one at a time (tests/conftest.py --lane).
+echo "== pytest, modules that start no Ray, two processes (Ray $ray_version)"
+leg "pytest (no Ray)" lane rest --lane rest -n 2 --dist loadfile --durations=10 "$@"
 echo "== pytest, modules that start Ray, one at a time (Ray $ray_version)"
 leg "pytest (Ray)" lane ray --lane ray --durations=15 "$@"
-echo "== waiting for the second track"
-wait "$second" || true
-cat artifacts/logs/second-track.log
-if [ -f artifacts/logs/second-track.failed ]; then
-  mapfile -t more < <(grep -v '^$' artifacts/logs/second-track.failed)
-  failed+=("${more[@]}")
-else
-  echo "== FAILED: second track (ended without its report)"; failed+=("second track")
-fi
-# The reliability table from both lanes (tests/test_reliability_*.py, tests/reliability/test_soak.py):
-# fails on any hang, crashed node start or invalid label; docs/reliability.md is the committed copy.
+# The reliability table from this run (tests/test_reliability_*.py, tests/reliability/test_soak.py): fails on
+# any hang, crashed node start or invalid label; docs/reliability.md is the committed copy.
 leg fault_report python ci/fault_report.py --check --out artifacts/reliability.md
+if [ -x ci/conformance.sh ]; then
+  echo "== conformance suite"
+  leg conformance bash ci/conformance.sh
+fi
+echo "== package: build, check, install into a fresh virtualenv, run the demo from it"
+if background "package build" "$package_build" artifacts/logs/package-build.log; then
+  leg "package demo" bash ci/package.sh demo "$pkg"
+fi
+echo "== Ray-version matrix: the oldest supported Ray"
+if background "oldest-Ray set-up" "$oldest_setup" artifacts/logs/ray-oldest-setup.log; then
+  leg "Ray-version matrix" bash ci/ray_matrix.sh
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "== failed: ${failed[*]}"
   exit 1
