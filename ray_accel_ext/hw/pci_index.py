@@ -13,11 +13,11 @@ its bus, devfn, vendor and device (kernel ``drivers/pci/proc.c`` ``show_device``
 domain). A function whose (bus, devfn) no line gives one of the vendors is skipped without a read;
 where several domains have a (bus, devfn) and the summary gives fewer of those lines to the vendors,
 they are told apart by their vendor files alone, read only until the summary's count is met. The
-host checks (``node/discovery.py``) read no vendor file at all. The file is trusted only while every line has its shape and it lists
-exactly as many functions as sysfs does; a stale or partial one (a hand-built snapshot, a
-recording of another moment) is ignored: then each function's vendor file alone is read, once for
-every backend and the host checks, and its device and class only where a backend asked for that
-vendor.
+host checks (``node/discovery.py``) read no vendor file at all. The file is trusted only while
+every line has its shape and it lists exactly as many functions as sysfs does; a stale or partial
+one (a hand-built snapshot, a recording of another moment) is ignored: then each function's vendor
+file alone is read, once for every backend and the host checks, and its device and class only
+where a backend asked for that vendor.
 """
 
 from __future__ import annotations
