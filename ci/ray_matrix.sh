@@ -21,10 +21,13 @@ STAMP="$VENV/.installed"
 want="$(cat pyproject.toml ci/ray-oldest-constraints.txt | sha256sum | cut -c1-16)-ray-$oldest"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
-  echo "== installing ray-accel-ext[test] with ray==$oldest into $VENV" >&2
+  echo "== installing ray-accel-ext[test-base] with ray==$oldest into $VENV" >&2
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
-  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[test]" "ray[default,serve]==$oldest" \
-    -c ci/ray-oldest-constraints.txt >&2
+  # --no-compile: the listed tests import a fraction of what is installed, and ci/test.sh lets
+  # Python write the bytecode of what they do import (pip's byte-compiling of every module of Ray
+  # and its dependencies was CPU taken from the main pytest this runs beside).
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile -e ".[test-base]" \
+    "ray[default,serve]==$oldest" -c ci/ray-oldest-constraints.txt >&2
   if [ -d tests/downstream/ray_accel_ext_acme ]; then  # collected with tests/, as in ci/test.sh
     "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e tests/downstream/ray_accel_ext_acme >&2
   fi

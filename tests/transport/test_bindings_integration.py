@@ -24,11 +24,8 @@ import pytest
 
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 ray = pytest.importorskip("ray")
-serve = pytest.importorskip("ray.serve")
-pytest.importorskip("ray.data")
 
 from ray_accel_ext.placement import DomainRequest, claims_snapshot, reserve_domain  # noqa: E402
-from ray_accel_ext.testing.ports import free_port  # noqa: E402
 from ray_accel_ext.train import data as data_module  # noqa: E402
 from ray_accel_ext.train import (  # noqa: E402
     map_options,
@@ -38,10 +35,9 @@ from ray_accel_ext.train import (  # noqa: E402
     with_plan,
 )
 from ray_accel_ext.transport import apply_plan, plan_reservation  # noqa: E402
+from tests.support.requires import installed  # noqa: E402
 
-pytest.importorskip("torch")
-
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, installed("ray.serve", "ray.data", "torch")]
 
 GB200 = {"ray.io/accelerator-type": "GB200"}
 FABRIC = "rayaccel.io/fabric-domain"
@@ -52,6 +48,8 @@ def cluster(ray_cluster):
     """The package's cluster (tests/transport/conftest.py), this module's driver connected."""
     ray_cluster.connect()
     yield ray_cluster
+    from ray import serve
+
     serve.shutdown()
     ray_cluster.disconnect()
 
@@ -120,10 +118,12 @@ class Replica:
 
 
 def test_a_serve_replica_spans_the_domain_with_the_plan(cluster):
+    from ray import serve
+
     with reserve_for_training(DomainRequest(hosts=2, selector=GB200, deadline_s=60), units_per_rank=4) as job:
         plan = job.plan
         key = f"{FABRIC}={job.domains[0]}"
-        serve.start(http_options={"host": "127.0.0.1", "port": free_port()})
+        serve.start(proxy_location="Disabled")  # the replica is called through its handle: no HTTP proxy
         job.hand_over()
         handle = serve.run(serve.deployment(Replica).options(**serve_options(job)).bind(plan), name="span",
                            route_prefix=None)

@@ -18,18 +18,15 @@ import pytest
 
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # Ray Train v2 (the default in Ray 2.60, stated here)
 ray = pytest.importorskip("ray")
-pytest.importorskip("torch")
-pytest.importorskip("ray.train")
 
-from ray.train import RunConfig  # noqa: E402
-from ray.train.torch import TorchTrainer  # noqa: E402
 from ray.util.tpu import get_tpu_coordinator_env_vars  # noqa: E402
 
 from ray_accel_ext.placement import DomainRequest, claims_snapshot  # noqa: E402
 from ray_accel_ext.train import reserve_for_training  # noqa: E402
 from ray_accel_ext.transport.collect import interface_of  # noqa: E402
+from tests.support.requires import installed  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, installed("ray.train", "torch")]
 
 FABRIC = "rayaccel.io/fabric-domain"
 
@@ -78,6 +75,9 @@ def train_fn(config):
 
 
 def run(job, tmp_path, name):
+    from ray.train import RunConfig
+    from ray.train.torch import TorchTrainer
+
     reports = Reports.remote()
     trainer = TorchTrainer(
         train_fn,
