@@ -13,7 +13,7 @@ from ..errors import ClusterUnreachable
 from ..host.protocol import ROOT_ENV
 from .inventory import ClusterInventory, assemble
 from .nodes import alive_nodes
-from .reach import CONNECT_TIMEOUT_S, INIT_TIMEOUT_S, bounded_init, check_reachable, resolve_address
+from .reach import CONNECT_TIMEOUT_S, INIT_TIMEOUT_S, bounded_init, check_reachable, check_token, resolve_address
 
 __all__ = ["InventoryCollector", "gather", "probe_node"]
 
@@ -36,10 +36,12 @@ def _ensure_ray(address: str | None, timeout_s: float = INIT_TIMEOUT_S):
 
     if not ray.is_initialized():
         target = resolve_address(address)
+        deadline = time.monotonic() + timeout_s
         check_reachable(target, min(CONNECT_TIMEOUT_S, timeout_s))
+        check_token(target, min(CONNECT_TIMEOUT_S, timeout_s))
         try:
             bounded_init(lambda: ray.init(address=target, logging_level="ERROR", log_to_driver=False,
-                                          namespace="ray_accel_ext"), target, timeout_s)
+                                          namespace="ray_accel_ext"), target, timeout_s, deadline)
         except ConnectionError as exc:
             raise ClusterUnreachable(
                 f"no Ray cluster at {target}: {exc} (pass --address HOST:PORT, or set RAY_ADDRESS; a cluster "

@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import ClusterUnreachable
 
-__all__ = ["resolve_address", "check_reachable", "bounded_init", "CONNECT_TIMEOUT_S", "INIT_TIMEOUT_S"]
+__all__ = ["resolve_address", "check_reachable", "check_token", "bounded_init", "CONNECT_TIMEOUT_S", "INIT_TIMEOUT_S"]
 
 CONNECT_TIMEOUT_S = 5.0
 INIT_TIMEOUT_S = 60.0
@@ -62,9 +63,48 @@ def check_reachable(target: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     raise ClusterUnreachable(f"no Ray cluster at {shown}: {why}; " + _CHECK.format(addr=addr))
 
 
-def bounded_init(init: Callable[[], Any], target: str, timeout_s: float = INIT_TIMEOUT_S) -> Any:
-    """``init()`` (``ray.init``), given ``timeout_s``: something that accepts connections but is no
-    GCS (another service's port) keeps ``ray.init`` waiting for ever. Its exception is re-raised."""
+def check_token(target: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise :class:`ClusterUnreachable` at once when the GCS at ``target`` refuses this process's
+    auth token (or its lack of one). ``ray.init`` asks 20 times, a second apart, before it gives up
+    on a refused token (``NUM_REDIS_GET_RETRIES``, ``_init_gcs_client`` in ray/_private/node.py);
+    one ``GcsClient`` answers in milliseconds. Anything else it meets is left to ``ray.init``."""
+    hp = _host_port(target)
+    if hp is None:
+        return
+    try:
+        from ray._raylet import GcsClient
+    except ImportError:  # a Ray without it: ray.init alone decides
+        return
+    out: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            GcsClient(address=f"{hp[0]}:{hp[1]}")
+        except Exception as exc:  # noqa: BLE001 - judged below
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, name="ray-accel-token", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    exc = out.get("error")
+    if exc is not None and _refused_token(exc):
+        said = str(exc).split(". ")[0]
+        raise ClusterUnreachable(f"the Ray cluster at {target} refused this process's auth token ({said}): a cluster "
+                                 "with token auth needs RAY_AUTH_MODE=token and RAY_AUTH_TOKEN set to its token")
+
+
+def _refused_token(exc: BaseException) -> bool:
+    # ray.exceptions.AuthenticationError where Ray has it; the gRPC status text otherwise.
+    text = str(exc)
+    return type(exc).__name__ == "AuthenticationError" or "InvalidAuthToken" in text or "Unauthenticated" in text
+
+
+def bounded_init(init: Callable[[], Any], target: str, timeout_s: float = INIT_TIMEOUT_S,
+                 deadline: float | None = None) -> Any:
+    """``init()`` (``ray.init``), given ``timeout_s`` (or until ``deadline``, a ``time.monotonic()``
+    set ``timeout_s`` before, when earlier checks spent part of it): something that accepts
+    connections but is no GCS (another service's port) keeps ``ray.init`` waiting for ever. Its
+    exception is re-raised."""
     out: dict[str, Any] = {}
 
     def run() -> None:
@@ -75,7 +115,7 @@ def bounded_init(init: Callable[[], Any], target: str, timeout_s: float = INIT_T
 
     thread = threading.Thread(target=run, name="ray-accel-connect", daemon=True)
     thread.start()
-    thread.join(timeout_s)
+    thread.join(timeout_s if deadline is None else max(0.0, deadline - time.monotonic()))
     if thread.is_alive():
         raise ClusterUnreachable(f"no Ray cluster answered at {target} within {timeout_s:g} s: something accepts "
                                  "connections there but it is not a Ray GCS, or the head is overloaded; "

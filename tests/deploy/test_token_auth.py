@@ -2,7 +2,7 @@
 token exists): a head and a worker started with ``ray start`` and the README's
 ``RAY_AUTH_MODE=token RAY_AUTH_TOKEN=...``, each with its own home folder holding a stale
 ``~/.ray/auth_token`` of another cluster, form one cluster, and ``ray-accel cluster`` reads it with
-the same two variables; without them it exits 1 and names the token."""
+the same two variables; without them it exits 1 and says the cluster refused its token."""
 
 from __future__ import annotations
 
@@ -52,3 +52,5 @@ def test_the_readme_recipe_forms_one_cluster_with_token_auth(tmp_path):
     assert sorted(n["labels"]["sim.rayaccel.io/node"] for n in doc["nodes"]) == ["head", "worker"]
     assert all(n["labels"]["rayaccel.io/discovery"] == "ok" for n in doc["nodes"])
     assert refused.returncode == 1 and "RAY_AUTH_TOKEN" in refused.stderr and "Traceback" not in refused.stderr
+    # Said from the GCS's first answer (reach.check_token), not after ray.init's 20 tries a second apart.
+    assert "refused this process's auth token" in refused.stderr, refused.stderr[-2000:]
