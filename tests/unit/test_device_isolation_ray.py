@@ -1,7 +1,8 @@
 """Real Ray: a separately packaged backend's resource isolated like Ray's own accelerators.
 
 One ``ray start`` node through the hook, from the 8x H100 snapshot with four Acme NPUs added
-(``tests/downstream/ray_accel_ext_acme``, pip-installed): tasks, actors and placement-group bundles
+(``tests/downstream/ray_accel_ext_acme``, pip-installed; the shared cluster's ``mixed`` node,
+``tests/unit/conftest.py``, every task pinned to it by its name label): tasks, actors and placement-group bundles
 that ask for ``acme_npu`` get distinct unit ids in ``get_accelerator_ids()`` and
 ``ACME_VISIBLE_DEVICES`` set by the backend's ``visible_devices_env``, disjoint while they run
 together; Ray's own GPU isolation on the same node is unchanged. Then the same through
@@ -16,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -24,31 +24,13 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("ray_accel_ext_acme", reason="pip install -e tests/downstream/ray_accel_ext_acme")
 
 from ray_accel_ext.conformance.live_isolation import barrier_actor  # noqa: E402
-from ray_accel_ext.testing.cluster import SimulatedCluster, with_this_package  # noqa: E402
-from tests.support.paths import HOSTS, TESTS  # noqa: E402
+from ray_accel_ext.testing.cluster import NODE_NAME_LABEL, with_this_package  # noqa: E402
+from tests.support.unit_nodes import ACME  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
-H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
-ACME = TESTS / "downstream" / "ray_accel_ext_acme" / "tests" / "hosts" / "acme-4npu"
 VAR = "ACME_VISIBLE_DEVICES"
-
-
-def _with_acme(base: Path, dest: Path) -> Path:
-    """``base`` with the Acme snapshot's four NPUs added under /sys/class/acme_npu."""
-    shutil.copytree(base, dest, symlinks=True)
-    shutil.copytree(ACME / "rootfs" / "sys" / "class" / "acme_npu", dest / "rootfs" / "sys" / "class" / "acme_npu")
-    (dest / "expected.json").unlink(missing_ok=True)
-    return dest
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    snap = _with_acme(H100, tmp_path_factory.mktemp("mixed") / "h100-acme")
-    with SimulatedCluster() as c:
-        c.add_node(snap, name="mixed", num_cpus=2)
-        c.connect()
-        yield c
+MIXED = {"label_selector": {NODE_NAME_LABEL: "mixed"}}  # the acme node has the family too
 
 
 Barrier = barrier_actor()  # holders provably overlap
@@ -88,19 +70,19 @@ def test_node_offers_the_vendor_resource_and_the_gpus(cluster):
 
 def test_concurrent_one_unit_tasks_get_disjoint_ids_and_the_variable(cluster):
     barrier = Barrier.remote(2)
-    first, second = ray.get([held.options(resources={"acme_npu": 1}).remote("acme_npu", VAR, barrier) for _ in range(2)])
+    first, second = ray.get([held.options(resources={"acme_npu": 1}, **MIXED).remote("acme_npu", VAR, barrier) for _ in range(2)])
     for seen in (first, second):
         assert len(seen["ids"]) == 1 and _env_ids(seen) == seen["ids"], seen
     assert set(first["ids"]).isdisjoint(second["ids"]), (first, second)
 
 
 def test_two_unit_task_gets_two_ids(cluster):
-    seen = ray.get(held.options(resources={"acme_npu": 2}).remote("acme_npu", VAR))
+    seen = ray.get(held.options(resources={"acme_npu": 2}, **MIXED).remote("acme_npu", VAR))
     assert len(set(seen["ids"])) == 2 and _env_ids(seen) == seen["ids"], seen
 
 
 def test_actor_keeps_its_ids_across_calls_and_holders_are_disjoint(cluster):
-    actors = [Holder.options(resources={"acme_npu": 1}).remote() for _ in range(3)]
+    actors = [Holder.options(resources={"acme_npu": 1}, **MIXED).remote() for _ in range(3)]
     firsts = ray.get([a.seen.remote("acme_npu", VAR) for a in actors])
     again = ray.get([a.seen.remote("acme_npu", VAR) for a in actors])
     assert firsts == again
@@ -114,7 +96,8 @@ def test_placement_group_bundles_get_their_own_ids(cluster):
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    pg = placement_group([{"acme_npu": 1}, {"acme_npu": 2}], strategy="PACK")
+    pg = placement_group([{"acme_npu": 1}, {"acme_npu": 2}], strategy="PACK",
+                         bundle_label_selector=[MIXED["label_selector"]] * 2)
     ray.get(pg.ready(), timeout=60)
     try:
         actors = [
@@ -131,9 +114,9 @@ def test_placement_group_bundles_get_their_own_ids(cluster):
 
 
 def test_ray_keeps_its_own_gpu_isolation(cluster):
-    seen = ray.get(held.options(num_gpus=2).remote("GPU", "CUDA_VISIBLE_DEVICES"))
+    seen = ray.get(held.options(num_gpus=2, **MIXED).remote("GPU", "CUDA_VISIBLE_DEVICES"))
     assert len(set(seen["ids"])) == 2 and _env_ids(seen) == seen["ids"], seen
-    plain = ray.get(held.options(num_gpus=1).remote("acme_npu", VAR))
+    plain = ray.get(held.options(num_gpus=1, **MIXED).remote("acme_npu", VAR))
     assert plain["ids"] == [], plain  # a task without the vendor resource holds none of it
 
 

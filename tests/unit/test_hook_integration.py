@@ -1,9 +1,10 @@
 """Real Ray, real `ray start`: nodes come up through RAY_START_HOOK from host snapshots.
 
-One module-scoped cluster: the 8x H100 DGX snapshot as head, and a damaged copy of it as a worker
-(corrupt, missing and unreadable sysfs files plus a broken symlink). Shows issue 2's promises:
-GPU count and type, the schema labels, label-selector placement with CUDA_VISIBLE_DEVICES set by
-Ray, the worker call's NUMA CPUs and nearest NICs, and a degraded node that still starts.
+The package's shared cluster (``tests/unit/conftest.py``): the 8x H100 DGX snapshot as head, and a
+damaged copy of it as a worker (corrupt, missing and unreadable sysfs files plus a broken symlink).
+Shows issue 2's promises: GPU count and type, the schema labels, label-selector placement with
+CUDA_VISIBLE_DEVICES set by Ray, the worker call's NUMA CPUs and nearest NICs, and a degraded node
+that still starts.
 """
 
 from __future__ import annotations
@@ -16,43 +17,10 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from ray_accel_ext.ray_hook import merge_into_init_kwargs, merge_into_params, node_spec  # noqa: E402
-from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
-from tests.support.paths import HOSTS  # noqa: E402
+from ray_accel_ext.testing.cluster import NODE_NAME_LABEL  # noqa: E402
+from tests.support.unit_nodes import DAMAGED_FILES, H100  # noqa: E402
 
 pytestmark = pytest.mark.ray
-
-H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
-DAMAGED_FILES = {
-    # GPU 2's NUMA node holds garbage, GPU 3 lost its local_cpulist, GPU 5's sysfs link dangles.
-    "corrupt": "0000:3c:00.0/numa_node",
-    "missing": "0000:40:00.0/local_cpulist",
-    "broken_link": "0000:a0:00.0",
-}
-
-
-def damaged_copy(tmp_path_factory):
-    snap = tmp_path_factory.mktemp("damaged") / "h100-damaged"
-    shutil.copytree(H100, snap, symlinks=True)
-    devices = snap / "rootfs/sys/bus/pci/devices"
-    target = os.path.realpath(devices / DAMAGED_FILES["corrupt"])
-    with open(target, "w") as fh:
-        fh.write("zero\n")
-    os.remove(os.path.realpath(devices / DAMAGED_FILES["missing"]))
-    link = devices / DAMAGED_FILES["broken_link"]
-    os.remove(link)
-    os.symlink("../../../devices/pci0000:97/gone/0000:a0:00.0", link)
-    (snap / "expected.json").unlink(missing_ok=True)
-    return snap
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    damaged = damaged_copy(tmp_path_factory)
-    with SimulatedCluster() as c:
-        c.add_node(H100, name="h100", num_cpus=2)
-        c.add_node(damaged, name="damaged", num_cpus=1)
-        c.connect()
-        yield c
 
 
 def test_h100_node_has_gpus_type_and_schema_labels(cluster):
@@ -78,8 +46,10 @@ def test_h100_node_has_gpus_type_and_schema_labels(cluster):
 
 
 def test_task_placed_by_label_sees_its_gpus_cpus_and_nics(cluster):
-    # The damaged worker is the same SKU: select healthy nodes only.
-    @ray.remote(num_gpus=2, label_selector={"rayaccel.io/sku": "h100-sxm5-80gb", "rayaccel.io/discovery": "ok"})
+    # Other nodes of the shared cluster are the same SKU (the damaged one too): the node's name
+    # label keeps the selector to the head.
+    @ray.remote(num_gpus=2, label_selector={"rayaccel.io/sku": "h100-sxm5-80gb", "rayaccel.io/discovery": "ok",
+                                            NODE_NAME_LABEL: "h100"})
     def probe():
         import os
 
@@ -120,8 +90,8 @@ def test_damaged_node_starts_degraded_and_names_the_files(cluster):
     assert node["Resources"]["GPU"] == 7
     log = cluster.node("damaged").log()
     assert "discovery degraded" in log
-    assert "0000:3c:00.0/numa_node" in log
-    assert "0000:a0:00.0" in log and "broken symbolic link" in log
+    assert DAMAGED_FILES["corrupt"] in log
+    assert DAMAGED_FILES["broken_link"] in log and "broken symbolic link" in log
 
 
 def test_visible_devices_variable_caps_the_gpu_count(cluster):
@@ -131,6 +101,9 @@ def test_visible_devices_variable_caps_the_gpu_count(cluster):
     assert node["Alive"] and node["Resources"]["GPU"] == 2
     assert node["Labels"]["rayaccel.io/count"] == "8"  # the host has 8; this node offers 2
     assert "GPU capped from 8 to 2" in cluster.node("h100-visible-2").log()
+    extra = cluster.node("h100-visible-2")
+    cluster.kill_node(extra)  # the shared cluster's next modules never see it
+    cluster.nodes.remove(extra)
 
 
 @pytest.mark.parametrize("value, gpus", [("", None), ("NoDevFiles", None), ("3", 1.0), ("0,1,2,3,4,5,6,7,8", 8.0)])

@@ -12,7 +12,6 @@ once through real ``ray start`` processes.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -20,13 +19,10 @@ import pytest
 
 pytest.importorskip("ray")
 
-from ray_accel_ext.testing.cluster import SimulatedCluster  # noqa: E402
-from tests.support.paths import HOSTS, REPO  # noqa: E402
+from tests.support.unit_nodes import H100, SEED_NODES, vendor_env  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
-H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
-VENDOR_LIBS = REPO / "tests" / "support" / "ray_vendor_libs"
 SEEDS = ("0", "1", "2", "3", "4", "5", "6", "7")
 RESOLVE = """
 import json, sys
@@ -44,16 +40,8 @@ print(json.dumps({k: v for k, v in res.items() if k in ("GPU", "HPU", "NPU") or 
 """
 
 
-def _env(seed: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_ACCEL"))}
-    paths = [str(VENDOR_LIBS), str(REPO), env.get("PYTHONPATH", "")]
-    env.update({"PYTHONPATH": os.pathsep.join(p for p in paths if p), "PYTHONHASHSEED": seed,
-                "RAY_ACCEL_TEST_HPU_COUNT": "4", "RAY_ACCEL_TEST_NPU_COUNT": "8"})
-    return env
-
-
 def _resolve(seed: str, mode: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", RESOLVE, str(H100), mode], env=_env(seed), capture_output=True,
+    out = subprocess.run([sys.executable, "-c", RESOLVE, str(H100), mode], env=vendor_env(seed), capture_output=True,
                          text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -74,16 +62,11 @@ def test_every_family_survives_the_hook(seed):
     assert res["accelerator_type:Ascend910B"] == 1  # Ray's NPU type; Ray names HPUs only once initialised
 
 
-def test_ray_start_nodes_keep_rays_families():
-    """Real `ray start` through RAY_START_HOOK on two seeds: 4 puts GPU before HPU and NPU in Ray's set,
-    3 puts it before HPU (Ray 2.60, CPython 3.11)."""
-    with SimulatedCluster() as cluster:
-        for seed in ("4", "3"):
-            cluster.add_node(H100, name=f"seed{seed}", env={k: v for k, v in _env(seed).items()
-                                                            if k in ("PYTHONPATH", "PYTHONHASHSEED") or k.startswith("RAY_ACCEL_TEST")})
-        cluster.connect()
-        for seed in ("4", "3"):
-            node = cluster.ray_node(f"seed{seed}")
-            resources = node["Resources"]
-            assert (resources["GPU"], resources["HPU"], resources["NPU"]) == (8, 4, 8), resources
-            assert node["Labels"]["ray.io/accelerator-type"] == "H100"  # the primary family's, ours
+def test_ray_start_nodes_keep_rays_families(cluster):
+    """Real `ray start` through RAY_START_HOOK on two seeds (the shared cluster's ``seed4`` and
+    ``seed3`` nodes, tests/support/unit_nodes.py)."""
+    for seed in SEED_NODES:
+        node = cluster.ray_node(f"seed{seed}")
+        resources = node["Resources"]
+        assert (resources["GPU"], resources["HPU"], resources["NPU"]) == (8, 4, 8), resources
+        assert node["Labels"]["ray.io/accelerator-type"] == "H100"  # the primary family's, ours
