@@ -2,6 +2,11 @@
 # given extras need, once; later runs reuse it while pyproject.toml is unchanged.
 # Usage: . ci/env.sh EXTRAS   (e.g. "ray" or "test")
 set -euo pipefail
+# Bytecode is written (into the clone and the virtualenvs, all git-ignored) even where the
+# environment says not to: otherwise every pytest collection rewrites every test module's asserts
+# again, and every `ray start`, worker and subprocess compiles what it imports from source (the
+# side virtualenvs are installed with pip --no-compile: ci/ray_matrix.sh, ci/package.sh).
+unset PYTHONDONTWRITEBYTECODE
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 EXTRAS="${1:-ray}"
 PY="${PYTHON:-python3.11}"

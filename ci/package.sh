@@ -39,8 +39,8 @@ PY
   echo "== installing the wheel into a fresh virtualenv"
   rm -rf "$out/venv"
   "$PY" -m venv "$out/venv"
-  # --no-compile: the demo imports a fraction of Ray; ci/test.sh lets Python write the bytecode of
-  # what it imports, instead of pip byte-compiling all of Ray during the main pytest.
+  # --no-compile: the demo imports a fraction of Ray, and Python writes the bytecode of what it
+  # imports (ci/env.sh), instead of pip byte-compiling all of Ray during the main pytest.
   "$out/venv/bin/python" -m pip install --disable-pip-version-check -q --no-compile "ray-accel-ext[ray] @ file://$wheel"
 }
 

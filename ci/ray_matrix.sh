@@ -7,6 +7,7 @@
 #   RAY_OLDEST=2.55.1 bash ci/ray_matrix.sh     # default: the newest patch of compat.MIN_RAY_VERSION
 #   bash ci/ray_matrix.sh --setup-only           # create or update .venv-ray-oldest, run nothing
 set -euo pipefail
+unset PYTHONDONTWRITEBYTECODE  # as in ci/env.sh: this virtualenv is installed without bytecode
 setup_only=0
 if [ "${1:-}" = --setup-only ]; then setup_only=1; shift; fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,9 +24,9 @@ want="$(cat pyproject.toml ci/ray-oldest-constraints.txt | sha256sum | cut -c1-1
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
   echo "== installing ray-accel-ext[test-base] with ray==$oldest into $VENV" >&2
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
-  # --no-compile: the listed tests import a fraction of what is installed, and ci/test.sh lets
-  # Python write the bytecode of what they do import (pip's byte-compiling of every module of Ray
-  # and its dependencies was CPU taken from the main pytest this runs beside).
+  # --no-compile: the listed tests import a fraction of what is installed, and Python writes the
+  # bytecode of what they do import (above); pip's byte-compiling of every module of Ray and its
+  # dependencies was CPU taken from the main pytest this set-up runs beside (ci/test.sh).
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile -e ".[test-base]" \
     "ray[default,serve]==$oldest" -c ci/ray-oldest-constraints.txt >&2
   if [ -d tests/downstream/ray_accel_ext_acme ]; then  # collected with tests/, as in ci/test.sh

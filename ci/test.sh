@@ -7,10 +7,6 @@
 # arguments go to the main pytest run.
 . "$(dirname "$0")/env.sh" test
 set -euo pipefail
-# Bytecode is written (into the clone and the virtualenvs, all git-ignored) even where the
-# environment says not to: otherwise every pytest collection rewrites every test module's asserts
-# again and every `ray start`, worker and subprocess compiles what it imports from source.
-unset PYTHONDONTWRITEBYTECODE
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=()
