@@ -7,6 +7,9 @@
 # arguments go to the main pytest run.
 . "$(dirname "$0")/env.sh" test
 set -euo pipefail
+say() {  # say TEXT: a section line with the time since the test command started (bash's SECONDS)
+  printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"
+}
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=()
@@ -44,13 +47,13 @@ leg() {  # leg NAME COMMAND...: run one leg, remember it if it fails
 background() {  # background NAME PID LOG: wait for a set-up leg, print its log
   local name=$1 pid=$2 log=$3 rc=0
   wait "$pid" || rc=$?
-  echo "== $name (ran during the main pytest; $log)"
+  say "$name (ran during the main pytest; $log)"
   cat "$log"
   [ "$rc" = 0 ] || { echo "== FAILED: $name (exit $rc)"; failed+=("$name"); }
   return "$rc"
 }
 
-echo "== ruff"
+say "ruff"
 leg ruff python -m ruff check .
 lane() {  # lane NAME PYTEST-ARGS...: one pytest lane; "no test selected" (exit 5) is fine when the
           # extra arguments narrowed the run to the other lane
@@ -64,27 +67,27 @@ ray_version="$(python -c 'import ray; print(ray.__version__)')"
 # Modules that start no Ray, two at a time (pytest-xdist; a module stays in one process, so its
 # fixtures and artifacts/reliability/<module>.json are one process's); then the modules that start
 # Ray, one at a time (tests/conftest.py --lane).
-echo "== pytest, modules that start no Ray, two processes (Ray $ray_version)"
+say "pytest, modules that start no Ray, two processes (Ray $ray_version)"
 leg "pytest (no Ray)" lane rest --lane rest -n 2 --dist loadfile --durations=10 "$@"
-echo "== pytest, modules that start Ray, one at a time (Ray $ray_version)"
+say "pytest, modules that start Ray, one at a time (Ray $ray_version)"
 leg "pytest (Ray)" lane ray --lane ray --durations=15 "$@"
 # The reliability table from this run (tests/test_reliability_*.py, tests/reliability/test_soak.py): fails on
 # any hang, crashed node start or invalid label; docs/reliability.md is the committed copy.
 leg fault_report python ci/fault_report.py --check --out artifacts/reliability.md
 if [ -x ci/conformance.sh ]; then
-  echo "== conformance suite"
+  say "conformance suite"
   leg conformance bash ci/conformance.sh
 fi
-echo "== package: build, check, install into a fresh virtualenv, run the demo from it"
+say "package: build, check, install into a fresh virtualenv, run the demo from it"
 if background "package build" "$package_build" artifacts/logs/package-build.log; then
   leg "package demo" bash ci/package.sh demo "$pkg"
 fi
-echo "== Ray-version matrix: the oldest supported Ray"
+say "Ray-version matrix: the oldest supported Ray"
 if background "oldest-Ray set-up" "$oldest_setup" artifacts/logs/ray-oldest-setup.log; then
   leg "Ray-version matrix" bash ci/ray_matrix.sh
 fi
 if [ ${#failed[@]} -gt 0 ]; then
-  echo "== failed: ${failed[*]}"
+  say "failed: ${failed[*]}"
   exit 1
 fi
-echo "== all legs passed"
+say "all legs passed"
