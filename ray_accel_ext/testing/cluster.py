@@ -2,7 +2,8 @@
 
 Every node is a real ``ray start --block`` process with ``RAY_START_HOOK`` set to our hook and
 ``RAY_ACCEL_ROOT`` pointing at its snapshot, plus the snapshot's metadata fakes: the same start
-path a platform engineer uses on a real cluster. Nodes listen on 127.0.0.1 only, each gets its own
+path a platform engineer uses on a real cluster (Ray's own ``ray`` command, less the import of Ray
+Serve's CLI that only lists a ``serve`` subcommand: see ``_LAUNCHER``). Nodes listen on 127.0.0.1 only, each gets its own
 temp dir and ports, and the cluster its own auth token (``reference/ray-2.60.md`` section 11), so
 several clusters can run side by side and none depends on what an earlier ``ray.init()`` left in
 the home folder.
@@ -66,9 +67,29 @@ PORT_ATTEMPTS = 4
 PARALLEL_STARTS = 3
 
 
-def _ray_executable() -> str:
-    candidate = Path(sys.executable).with_name("ray")
-    return str(candidate) if candidate.exists() else (shutil.which("ray") or "ray")
+# Ray's CLI module imports Ray Serve's CLI when it is imported, only to list a `serve` subcommand
+# (the last lines of ray/scripts/scripts.py, 2.55 to 2.60, in a try/except that skips it when the
+# import fails); where Serve is installed that is about half of a `ray start`'s CPU (1.2 of 2.3 s
+# on a 2-core machine), paid by every simulated node. Nodes run the same `ray.scripts.scripts:main`
+# as the `ray` console script, from a launcher named `ray` (the cluster's bin/ray) that marks that
+# one module absent; what `ray start` then does is Ray's own.
+_LAUNCHER = """import sys
+sys.modules["ray.serve.scripts"] = None  # see _LAUNCHER in ray_accel_ext/testing/cluster.py
+from ray.scripts.scripts import main
+sys.exit(main())
+"""
+
+
+def _ray_command(bin_dir: Path) -> list[str]:
+    """How a node's ``ray`` is run: this interpreter on the launcher in ``bin_dir`` where Ray's
+    console script sits next to it (Ray is importable here), else the ``ray`` on ``PATH``."""
+    if not Path(sys.executable).with_name("ray").exists():
+        return [shutil.which("ray") or "ray"]
+    launcher = bin_dir / "ray"
+    if not launcher.exists():
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        launcher.write_text(_LAUNCHER)
+    return [sys.executable, str(launcher)]
 
 
 @dataclass
@@ -168,7 +189,7 @@ class SimulatedCluster:
 
     def _argv(self, node: SimNode, head: bool, num_cpus: float, extra_args: Sequence[str]) -> list[str]:
         argv = [
-            _ray_executable(), "start", "--block",
+            *_ray_command(self.root / "bin"), "start", "--block",
             "--node-ip-address=127.0.0.1",
             f"--num-cpus={num_cpus:g}",
             f"--object-store-memory={self.object_store_bytes}",
