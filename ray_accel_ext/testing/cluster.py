@@ -3,10 +3,10 @@
 Every node is a real ``ray start --block`` process with ``RAY_START_HOOK`` set to our hook and
 ``RAY_ACCEL_ROOT`` pointing at its snapshot, plus the snapshot's metadata fakes: the same start
 path a platform engineer uses on a real cluster (Ray's own ``ray`` command, less the import of Ray
-Serve's CLI that only lists a ``serve`` subcommand: see ``_LAUNCHER``). Nodes listen on 127.0.0.1 only, each gets its own
-temp dir and ports, and the cluster its own auth token (``reference/ray-2.60.md`` section 11), so
-several clusters can run side by side and none depends on what an earlier ``ray.init()`` left in
-the home folder.
+Serve's CLI that only lists a ``serve`` subcommand: see ``_LAUNCHER``). Nodes listen on 127.0.0.1
+only, each gets its own temp dir and ports, and the cluster its own auth token
+(``reference/ray-2.60.md`` section 11), so several clusters can run side by side and none depends
+on what an earlier ``ray.init()`` left in the home folder.
 
 Ports come from :func:`ray_accel_ext.testing.ports.free_port` (never one port twice in a
 process); a node whose ``ray start`` fails because a port was taken after all (another process
