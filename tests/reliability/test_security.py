@@ -255,7 +255,7 @@ def test_tools_are_bounded_in_time(tmp_path):
     with pytest.raises(CommandError, match="timed out"):
         host.run(["/opt/bin/tool"], timeout_s=0.3)
     elapsed = time.perf_counter() - started
-    assert elapsed < 2.0
+    assert elapsed < 10.0  # the 0.3 s timeout, with room for a loaded machine; the tool sleeps 30 s
     _results.add("security", "tool that hangs", "clear error", elapsed_s=elapsed)
 
 

@@ -133,13 +133,15 @@ def test_network_node_levels(nodes, levels):
 
 
 def test_a_slow_lookup_is_abandoned_before_the_budget_ends(snap, capsys, monkeypatch, no_profile):
-    with FakeEc2Api(TOPOLOGY, {"DescribeInstanceTopology": {"delay_s": 5}}) as api:
+    # The answer comes long after the budget; the budget itself leaves the rest of discovery room
+    # on a loaded machine (at 1.5 s the host checks alone overran it at load 12 on two cores).
+    with FakeEc2Api(TOPOLOGY, {"DescribeInstanceTopology": {"delay_s": 60}}) as api:
         started = time.monotonic()
-        out = run(capsys, monkeypatch, snap, api, "discover", budget="1.5")
+        out = run(capsys, monkeypatch, snap, api, "discover", budget="5")
         elapsed = time.monotonic() - started
     assert out["problems"] == []  # the backend finished: only the lookup was given up
     (desc,) = out["descriptions"]
     assert desc["resource_quantity"] == 64
     assert any(p.startswith(("DescribeInstanceTopology", "ProviderTimeout: DescribeInstanceTopology"))
                for p in [q["message"] for q in desc["problems"]]), desc["problems"]
-    assert elapsed < 8.0
+    assert elapsed < 15.0  # bounded by the 5 s budget, never by the 60 s answer
