@@ -355,6 +355,30 @@ class SimulatedCluster:
             node.servers.stop()
             node.servers = None
 
+    def remove_node(self, node: SimNode, *, timeout_s: float = 60.0) -> None:
+        """Stop one node as a machine is shut down and forget it: SIGTERM, so its raylet leaves
+        the cluster and the GCS marks it dead at once (``EXPECTED_TERMINATION``, Ray's
+        ``python/ray/tests/test_node_death.py``); then wait, while connected, until the node table
+        says so. A node stopped with :meth:`kill_node` stays alive to the GCS until its health
+        checks fail (``health_check_failure_threshold`` 5, every 3 s), and work placed on it
+        meanwhile dies with it; use this where later tests share the cluster."""
+        if node.process is not None and node.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(node.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                node.process.wait(timeout=timeout_s / 2)
+        self.kill_node(node)  # whatever did not stop on SIGTERM
+        self.nodes.remove(node)
+        if not (self._connected and node.node_id):
+            return
+        import ray
+
+        deadline = time.monotonic() + timeout_s
+        while any(n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"node {node.name!r} still alive to the GCS {timeout_s:.0f}s after it was stopped")
+            time.sleep(0.2)
+
     def disconnect(self) -> None:
         """``ray.shutdown`` this process's driver and restore its environment; the nodes keep
         running, and :meth:`connect` joins them again (one cluster shared by several test modules)."""

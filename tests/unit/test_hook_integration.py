@@ -101,9 +101,8 @@ def test_visible_devices_variable_caps_the_gpu_count(cluster):
     assert node["Alive"] and node["Resources"]["GPU"] == 2
     assert node["Labels"]["rayaccel.io/count"] == "8"  # the host has 8; this node offers 2
     assert "GPU capped from 8 to 2" in cluster.node("h100-visible-2").log()
-    extra = cluster.node("h100-visible-2")
-    cluster.kill_node(extra)  # the shared cluster's next modules never see it
-    cluster.nodes.remove(extra)
+    cluster.remove_node(cluster.node("h100-visible-2"))  # the shared cluster's next modules never see it
+    assert "h100-visible-2" not in {n["Labels"].get(NODE_NAME_LABEL) for n in ray.nodes() if n["Alive"]}
 
 
 @pytest.mark.parametrize("value, gpus", [("", None), ("NoDevFiles", None), ("3", 1.0), ("0,1,2,3,4,5,6,7,8", 8.0)])
