@@ -18,6 +18,12 @@ refused with ``"queued"``; a waiter that has not polled for its ``ttl_s`` has le
 Between polls a caller waits in ``changed(version)``, which returns as soon as a claim or a
 place in the line is given back, so a freed domain reaches the line at once.
 
+**A caller that gives up leaves nothing held.** ``reserve()`` raising for any reason other than
+"no domain" (a call to the registry timed out, a group could not be made) sends
+``withdraw(owner)``: the owner's claims and place in line are dropped, and a call of its that runs
+here later (Ray may run an asyncio actor's calls out of order) is refused, so an answer the caller
+stopped waiting for holds nothing.
+
 **Racing callers claim in one call.** ``claim_first`` takes the first still free of a caller's
 best-fitting domains and otherwise answers with the claims held, so callers at the same moment
 neither look before claiming nor lose, look and claim again; a domain given back moments ago is
@@ -55,6 +61,9 @@ CLAIMS_NAMESPACE = "rayaccel"
 CLAIM_MARK = "#rayaccel-claim:"
 COOLING_S = 0.5
 POKE_EVERY_S = 0.5
+# How long an owner that withdrew is remembered: far longer than any call of its is in flight
+# (a claim's own TTL, reserve()'s default 120 s, bounds what one would hold in any case).
+WITHDRAWN_KEEP_S = 600.0
 
 
 def claim_pg_name(name: str, owner: str, claim_key: str) -> str:
@@ -88,6 +97,7 @@ class _DomainClaims:
         self._released: dict[str, float] = {}  # claim key -> when its owner gave it back (monotonic)
         self._poke_due: asyncio.TimerHandle | None = None
         self._poked = float("-inf")
+        self._withdrawn: dict[str, float] = {}  # owner -> when it gave up (monotonic); see withdraw
         self.incarnation = uuid.uuid4().hex
         self.rebuilt = self._rebuild(*_read_table_and_nodes())
         _refresh_metrics()  # the metrics process starts with the registry
@@ -186,8 +196,9 @@ class _DomainClaims:
         return any(w["ticket"] < mine and key in w["candidates"] for o, w in self._waiters.items() if o != owner)
 
     def claim(self, key: str, node_ids: list[str], owner: str, ttl_s: float) -> str:
-        """``"ok"``, ``"held"`` (by another owner) or ``"queued"`` (promised to an older waiter)."""
-        if self._conflict(key, set(node_ids), owner):
+        """``"ok"``, ``"held"`` (by another owner, or ``owner`` withdrew) or ``"queued"`` (promised
+        to an older waiter)."""
+        if owner in self._withdrawn or self._conflict(key, set(node_ids), owner):
             return "held"
         current = self._claims.get(key)
         if current is None or current["owner"] != owner:
@@ -242,7 +253,7 @@ class _DomainClaims:
         and the domain is still free. False: someone else holds it now."""
         entry = self._claims.get(key)
         if entry is None:
-            if node_ids is None or self._conflict(key, set(node_ids), owner):
+            if node_ids is None or owner in self._withdrawn or self._conflict(key, set(node_ids), owner):
                 return False
             entry = self._claims[key] = _entry(owner, node_ids, 0.0)
         if entry["owner"] != owner:
@@ -259,6 +270,26 @@ class _DomainClaims:
         self._released[key] = time.monotonic()
         self._gave_back()
         return True
+
+    def withdraw(self, owner: str) -> int:
+        """``owner`` gave up (a call of its timed out, or it failed): drop its claims and its place
+        in line, and refuse whatever it sends from now on; returns how many claims were dropped.
+
+        The caller sends this without waiting, after a call whose answer it stopped waiting for;
+        that call can still run here after this one (an asyncio actor, whose calls Ray may run out
+        of order, with retries: https://docs.ray.io/en/latest/ray-core/actors/task-orders.html),
+        and a claim it made then would hold the domain for its whole TTL with nobody to give it
+        back. So the owner is remembered for ``WITHDRAWN_KEEP_S``."""
+        now = time.monotonic()
+        self._withdrawn = {o: t for o, t in self._withdrawn.items() if now - t < WITHDRAWN_KEEP_S}
+        self._withdrawn[owner] = now
+        mine = [k for k, e in self._claims.items() if e["owner"] == owner]
+        for key in mine:
+            del self._claims[key]
+            self._released[key] = now
+        self._waiters.pop(owner, None)
+        self._gave_back()
+        return len(mine)
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         self._gc()
@@ -278,8 +309,11 @@ class _DomainClaims:
                 self.leave(owner)
 
     def wait_in_line(self, owner: str, candidates: list[str], ticket: float | None, ttl_s: float) -> float:
-        """Join (or stay in) the line wanting ``candidates``; returns the caller's ticket."""
+        """Join (or stay in) the line wanting ``candidates``; returns the caller's ticket (an owner
+        that withdrew is not put back in line)."""
         self._expire_waiters()
+        if owner in self._withdrawn:
+            return float(ticket) if ticket is not None else time.time()
         w = self._waiters.get(owner)
         if w is None:
             w = self._waiters[owner] = {"ticket": float(ticket) if ticket is not None else time.time()}

@@ -68,10 +68,11 @@ class ClaimLine:
     def wait(self, candidates: Iterable[str]) -> None:
         self.ticket = self.call("wait_in_line", self.owner, sorted(set(candidates)), self.ticket, self.waiter_ttl_s)
 
-    def release_quietly(self, claim_key: str) -> None:
-        """Drop a claim on the way out of a failure (the registry's GC drops it otherwise)."""
+    def withdraw(self) -> None:
+        """On the way out of a failure: the registry drops this caller's claims and place in line,
+        and ignores any call of its still on the way (a claim whose answer timed out here)."""
         try:
-            self.registry.release.remote(claim_key, self.owner)
+            self.registry.withdraw.remote(self.owner)  # nobody waits for the answer
         except Exception:  # noqa: BLE001 - already failing; the original error is what matters
             pass
 

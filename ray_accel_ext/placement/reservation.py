@@ -234,18 +234,25 @@ def reserve(
     line = ClaimLine(claims_registry(), owner, registry_timeout_s, waiter_ttl_s=max(15.0, 25 * poll_s))
     attempts: list[dict[str, Any]] = []
     start = time.monotonic()
+    failed = True
     try:
         for index, step in enumerate(steps):
             reservation = _reserve_step(index, step, line, attempts, start, poll_s, name, topology, claim_ttl_s)
             if reservation is not None:
+                failed = False
                 return reservation
+        failed = False
     except SchedulingError:
         raise
     except Exception as exc:
         telemetry.placement_event(_failed_event(steps, attempts, start, type(exc).__name__, REASON_ERROR))
         raise
     finally:
-        line.leave()
+        # Raised: nothing of this caller is left held, not a claim whose answer timed out here.
+        if failed:
+            line.withdraw()
+        else:
+            line.leave()
 
     wait_s = time.monotonic() - start
     all_split = all(a["outcome"] in _NEVER_FITS for a in attempts)
@@ -288,12 +295,7 @@ def _reserve_step(index, step, line, attempts, start, poll_s, name, topology, cl
                 continue
             attempts.append(_attempt(index, step, None, exc.data.get("reason", "error"), exc.message, now - step_start))
             return None
-        try:
-            verdict, choice = line.claim_first(choices, claim_ttl_s)
-        except BaseException:
-            for c in choices:  # the call may have run all the same (timed out here)
-                line.release_quietly(c.claim_key)
-            raise
+        verdict, choice = line.claim_first(choices, claim_ttl_s)  # raised: reserve() withdraws
         if verdict == "queued":
             now = time.monotonic()
             if now >= deadline:
@@ -335,11 +337,7 @@ def _place(index, step, choice, inventory, line, attempts, start, step_start, de
     given back and ``("lost", None)`` (the registry gave it away) or ``("timeout", None)``."""
     from ray.util import remove_placement_group
 
-    try:
-        pg = _create_pg(choice, claim_pg_name(name, line.owner, choice.claim_key), topology)
-    except BaseException:
-        line.release_quietly(choice.claim_key)
-        raise
+    pg = _create_pg(choice, claim_pg_name(name, line.owner, choice.claim_key), topology)  # raised: reserve() withdraws
     try:
         attached = line.attach(choice, pg.id.hex())  # answered while Ray places the group
         remaining = min(step.domain_wait_s, max(0.0, deadline - time.monotonic()))
@@ -358,9 +356,7 @@ def _place(index, step, choice, inventory, line, attempts, start, step_start, de
                                       "topology": choice.topology, "hosts": len(choice.bundles)})
             return "ready", reservation
     except BaseException:
-        # Nothing half-made is left behind: not the group, not the claim.
-        remove_placement_group(pg)
-        line.release_quietly(choice.claim_key)
+        remove_placement_group(pg)  # nothing half-made is left behind (the claim: reserve() withdraws)
         raise
     remove_placement_group(pg)
     line.call("release", choice.claim_key, line.owner)

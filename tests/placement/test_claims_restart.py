@@ -181,3 +181,41 @@ def test_a_domain_given_back_wakes_the_callers_waiting_for_one(cluster):
     assert ray.get(registry.release.remote(key, "holder"))
     assert ray.get(waiting, timeout=DEADLINE_S) != version
     assert claims_snapshot() == {}
+
+
+def test_a_caller_that_gave_up_holds_nothing_whatever_order_its_calls_run(cluster):
+    """``reserve()`` that raised (here: the registry cannot answer in 0 s) withdraws; a claim of
+    its that runs after the withdrawal (Ray may run an asyncio actor's calls out of order:
+    https://docs.ray.io/en/latest/ray-core/actors/task-orders.html) is refused, so the domain is
+    free for the next caller at once, not after the claim's TTL."""
+    nodes = {n["Labels"][FABRIC]: n["NodeID"] for n in ray.nodes() if FABRIC in n["Labels"]}
+    domain = sorted(nodes)[0]
+    key, node = f"{FABRIC}={domain}", [nodes[domain]]
+    registry = claims_registry()
+    # The order that left a domain held for a whole TTL: the withdrawal first, then the claim.
+    assert ray.get(registry.withdraw.remote("gave-up")) == 0
+    answer = ray.get(registry.claim_first.remote([[key, node]], "gave-up", 120.0))
+    assert answer["verdict"] == "held" and answer["claims"] == {}
+    assert ray.get(registry.claim.remote(key, node, "gave-up", 120.0)) == "held"
+    assert ray.get(registry.attach.remote(key, "gave-up", "ab" * 14, node)) is False
+    ray.get(registry.wait_in_line.remote("gave-up", [key], None, 60.0))
+    assert "gave-up" not in [w["owner"] for w in claims_queue()]
+    assert claims_snapshot() == {}
+    # The usual order: the withdrawal drops what the claim took.
+    assert ray.get(registry.claim.remote(key, node, "slow", 120.0)) == "ok"
+    assert ray.get(registry.withdraw.remote("slow")) == 1 and claims_snapshot() == {}
+
+    # Through reserve(): every try that timed out leaves nothing held, so both domains are free.
+    timed_out = 0
+    for _ in range(10):
+        try:
+            reserve(ONE_TRAY, registry_timeout_s=0).release()
+        except ray.exceptions.GetTimeoutError:
+            timed_out += 1
+    assert timed_out > 0, "the claim registry answered within 0 s ten times"
+    wait_for("the withdrawals to arrive", lambda: claims_snapshot() == {}, deadline_s=30)
+    quick = DomainRequest(hosts=1, selector={"ray.io/accelerator-type": "GB200"}, deadline_s=30, domain_wait_s=30)
+    both = [reserve(quick), reserve(quick)]
+    assert {r.domain for r in both} == set(nodes)
+    for r in both:
+        r.release()
