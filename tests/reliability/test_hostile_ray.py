@@ -54,6 +54,7 @@ from ray_accel_ext.testing.hostile_metadata import BEHAVIOURS, HostileGce, neste
 from ray_accel_ext.testing.snapshots import metadata_spec  # noqa: E402
 from tests.support.paths import HOSTS  # noqa: E402
 from tests.support.reliability import (  # noqa: E402
+    LOAD_SLACK_S,
     HookCluster,
     Results,
     hook_events,
@@ -66,7 +67,7 @@ pytestmark = pytest.mark.ray
 
 BUDGET_S = DEFAULT_BUDGET_S
 PROMISE_S = BUDGET_S + 1.0        # what the README promises for the hook
-STRUCTURAL_S = BUDGET_S + 5.0     # the assertion: far below every hang the kit has (10 s, 1 h)
+STRUCTURAL_S = BUDGET_S + LOAD_SLACK_S  # the assertion
 HEAD = HOSTS / "nvidia_gpu" / "l4-single-pcie"
 H100 = HOSTS / "nvidia_gpu" / "h100-sxm-8gpu-dgx"
 A3 = HOSTS / "nvidia_gpu" / "gce-a3-highgpu-1g"
