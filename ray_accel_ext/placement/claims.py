@@ -18,11 +18,7 @@ refused with ``"queued"``; a waiter that has not polled for its ``ttl_s`` has le
 Between polls a caller waits in ``changed(version)``, which returns as soon as a claim or a
 place in the line is given back, so a freed domain reaches the line at once.
 
-**A caller that gives up leaves nothing held.** ``reserve()`` raising for any reason other than
-"no domain" (a call to the registry timed out, a group could not be made) sends
-``withdraw(owner)``: the owner's claims and place in line are dropped, and a call of its that runs
-here later (Ray may run an asyncio actor's calls out of order) is refused, so an answer the caller
-stopped waiting for holds nothing.
+**A caller that gives up leaves nothing held** (:meth:`_DomainClaims.withdraw`).
 
 **Racing callers claim in one call.** ``claim_first`` takes the first still free of a caller's
 best-fitting domains and otherwise answers with the claims held, so callers at the same moment
@@ -272,14 +268,12 @@ class _DomainClaims:
         return True
 
     def withdraw(self, owner: str) -> int:
-        """``owner`` gave up (a call of its timed out, or it failed): drop its claims and its place
-        in line, and refuse whatever it sends from now on; returns how many claims were dropped.
-
-        The caller sends this without waiting, after a call whose answer it stopped waiting for;
-        that call can still run here after this one (an asyncio actor, whose calls Ray may run out
-        of order, with retries: https://docs.ray.io/en/latest/ray-core/actors/task-orders.html),
-        and a claim it made then would hold the domain for its whole TTL with nobody to give it
-        back. So the owner is remembered for ``WITHDRAWN_KEEP_S``."""
+        """``owner`` gave up (``reserve()`` raised): drop its claims and place in line, and refuse
+        what it sends from now on (remembered for ``WITHDRAWN_KEEP_S``); the claims dropped.
+        A call whose answer it stopped waiting for can run after this one (Ray runs an asyncio
+        actor's calls, and retries, in no set order:
+        https://docs.ray.io/en/latest/ray-core/actors/task-orders.html); a claim made then would
+        hold its domain for the whole TTL with nobody to give it back."""
         now = time.monotonic()
         self._withdrawn = {o: t for o, t in self._withdrawn.items() if now - t < WITHDRAWN_KEEP_S}
         self._withdrawn[owner] = now

@@ -3,7 +3,7 @@
 Every node is a real ``ray start --block`` process with ``RAY_START_HOOK`` set to our hook and
 ``RAY_ACCEL_ROOT`` pointing at its snapshot, plus the snapshot's metadata fakes: the same start
 path a platform engineer uses on a real cluster (Ray's own ``ray`` command, less the import of Ray
-Serve's CLI that only lists a ``serve`` subcommand: see ``_LAUNCHER``). Nodes listen on 127.0.0.1
+Serve's CLI that only lists a ``serve`` subcommand: see :mod:`.node_process`). Nodes listen on 127.0.0.1
 only, each gets its own temp dir and ports, and the cluster its own auth token
 (``reference/ray-2.60.md`` section 11), so several clusters can run side by side and none depends
 on what an earlier ``ray.init()`` left in the home folder.
@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,7 +40,8 @@ from typing import Any
 from ..host.protocol import GCE_METADATA_HOST_ENV, IMDS_ENDPOINT_ENV, ROOT_ENV
 from ..host.snapshot import snapshot_env
 from .fake_metadata import MetadataServers
-from .ports import free_port, is_port_collision
+from .node_process import kill_matching, ray_command, retryable_start
+from .ports import free_port
 from .snapshots import metadata_spec
 
 __all__ = ["SimulatedCluster", "SimNode", "NODE_NAME_LABEL", "HOOK", "PORT_ATTEMPTS", "free_port", "with_this_package"]
@@ -65,31 +64,6 @@ def with_this_package(env: Mapping[str, str]) -> dict[str, str]:
 PORT_ATTEMPTS = 4
 #: worker nodes started at once by :meth:`SimulatedCluster.add_nodes`
 PARALLEL_STARTS = 3
-
-
-# Ray's CLI module imports Ray Serve's CLI when it is imported, only to list a `serve` subcommand
-# (the last lines of ray/scripts/scripts.py, 2.55 to 2.60, in a try/except that skips it when the
-# import fails); where Serve is installed that is about half of a `ray start`'s CPU (1.2 of 2.3 s
-# on a 2-core machine), paid by every simulated node. Nodes run the same `ray.scripts.scripts:main`
-# as the `ray` console script, from a launcher named `ray` (the cluster's bin/ray) that marks that
-# one module absent; what `ray start` then does is Ray's own.
-_LAUNCHER = """import sys
-sys.modules["ray.serve.scripts"] = None  # see _LAUNCHER in ray_accel_ext/testing/cluster.py
-from ray.scripts.scripts import main
-sys.exit(main())
-"""
-
-
-def _ray_command(bin_dir: Path) -> list[str]:
-    """How a node's ``ray`` is run: this interpreter on the launcher in ``bin_dir`` where Ray's
-    console script sits next to it (Ray is importable here), else the ``ray`` on ``PATH``."""
-    if not Path(sys.executable).with_name("ray").exists():
-        return [shutil.which("ray") or "ray"]
-    launcher = bin_dir / "ray"
-    if not launcher.exists():
-        bin_dir.mkdir(parents=True, exist_ok=True)
-        launcher.write_text(_LAUNCHER)
-    return [sys.executable, str(launcher)]
 
 
 @dataclass
@@ -189,7 +163,7 @@ class SimulatedCluster:
 
     def _argv(self, node: SimNode, head: bool, num_cpus: float, extra_args: Sequence[str]) -> list[str]:
         argv = [
-            *_ray_command(self.root / "bin"), "start", "--block",
+            *ray_command(self.root / "bin"), "start", "--block",
             "--node-ip-address=127.0.0.1",
             f"--num-cpus={num_cpus:g}",
             f"--object-store-memory={self.object_store_bytes}",
@@ -245,7 +219,7 @@ class SimulatedCluster:
             return None
         if node.process is not None and node.process.poll() is not None:
             log = node.log()
-            if _retryable(log) and node.extra.get("attempt", 0) + 1 < PORT_ATTEMPTS:
+            if retryable_start(log) and node.extra.get("attempt", 0) + 1 < PORT_ATTEMPTS:
                 self._relaunch(node)
                 return time.monotonic() + _START_TIMEOUT_S
             raise RuntimeError(f"ray start for node {node.name!r} exited with {node.process.returncode}:\n{log[-4000:]}")
@@ -350,7 +324,7 @@ class SimulatedCluster:
                 os.killpg(node.process.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 node.process.wait(timeout=10)
-        _kill_matching(str(node.temp_dir))
+        kill_matching(str(node.temp_dir))
         if stop_servers and node.servers is not None:
             node.servers.stop()
             node.servers = None
@@ -400,32 +374,5 @@ class SimulatedCluster:
         self.disconnect()
         for node in reversed(self.nodes):
             self.kill_node(node)
-        _kill_matching(str(self.root))
+        kill_matching(str(self.root))
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-# A worker node whose raylet did not register with the GCS in time (a machine so loaded that the
-# GCS answers late: "The current node timed out during startup", ray/_private/node.py) leaves
-# nothing behind that a second start would trip over.
-_STARTUP_TIMEOUT_MARK = "The current node timed out during startup"
-
-
-def _retryable(log: str) -> bool:
-    """Whether a failed ``ray start`` may simply be run again: a port was taken, or the node
-    timed out registering."""
-    return is_port_collision(log) or _STARTUP_TIMEOUT_MARK in log
-
-
-def _kill_matching(marker: str) -> None:
-    """Kill leftover processes whose command line names ``marker`` (our unique temp dir) as a
-    whole path component (node ``n1``'s marker does not match ``n10``)."""
-    import psutil
-
-    me = os.getpid()
-    pattern = re.compile(re.escape(marker) + r"(?=$|[/\s])")
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if proc.info["pid"] != me and any(pattern.search(part) for part in proc.info["cmdline"] or ()):
-                proc.kill()
-        except (psutil.Error, TypeError):
-            continue
